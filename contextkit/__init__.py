@@ -1,0 +1,75 @@
+"""contextkit: context engineering and retrieval-augmented generation.
+
+``import contextkit`` is cheap: the public names below are loaded on first use,
+so torch, faiss, tiktoken and llama_index are imported only when needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from contextkit._version import __version__
+
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.chunking import ChunkerConfig, HeaderTooLargeError, TokenChunker
+    from contextkit.embedders import Embedder, EmbeddingReport
+    from contextkit.index import Index, IndexFolderError, IndexLockedError, IndexManifest, IndexMismatchError
+    from contextkit.ingest import IngestConfig, IngestReport, ingest
+    from contextkit.loaders import LoadError, discover_files, load_file
+    from contextkit.records import Chunk, Document, ScoredChunk
+    from contextkit.search import SearchError, search_index
+    from contextkit.tokenizers import Tokenizer, TokenizerNotFoundError, get_tokenizer
+
+__all__ = [
+    "Chunk",
+    "ChunkerConfig",
+    "Document",
+    "Embedder",
+    "EmbeddingReport",
+    "HeaderTooLargeError",
+    "Index",
+    "IndexFolderError",
+    "IndexLockedError",
+    "IndexManifest",
+    "IndexMismatchError",
+    "IngestConfig",
+    "IngestReport",
+    "LoadError",
+    "ScoredChunk",
+    "SearchError",
+    "TokenChunker",
+    "Tokenizer",
+    "TokenizerNotFoundError",
+    "__version__",
+    "discover_files",
+    "get_tokenizer",
+    "ingest",
+    "load_file",
+    "search_index",
+]
+
+_WHERE = {
+    "Chunk": "records", "Document": "records", "ScoredChunk": "records",
+    "ChunkerConfig": "chunking", "HeaderTooLargeError": "chunking", "TokenChunker": "chunking",
+    "Embedder": "embedders", "EmbeddingReport": "embedders",
+    "Index": "index", "IndexFolderError": "index", "IndexLockedError": "index", "IndexManifest": "index",
+    "IndexMismatchError": "index",
+    "IngestConfig": "ingest", "IngestReport": "ingest", "ingest": "ingest",
+    "LoadError": "loaders", "discover_files": "loaders", "load_file": "loaders",
+    "SearchError": "search", "search_index": "search",
+    "Tokenizer": "tokenizers", "TokenizerNotFoundError": "tokenizers", "get_tokenizer": "tokenizers",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'contextkit' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"contextkit.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

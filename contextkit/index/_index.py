@@ -1,0 +1,321 @@
+"""``Index``: a folder holding a FAISS index, a records store and a manifest.
+
+Layout (every file readable without contextkit)::
+
+    manifest.json   format version, model, dimension, tokenizer, chunk settings, generations
+    store.sqlite    files, documents, chunks and vectors (the source of truth)
+    vectors.faiss   FAISS index over the chunk vectors, ids = chunk rowids
+    .lock           held by the one writer
+
+A write is one SQLite transaction; :meth:`Index.save` then writes the FAISS file
+and the manifest through temporary files and atomic renames. If a crash falls
+between the two, the FAISS file's generation lags the store's and the next
+:meth:`Index.open` rebuilds it from the stored vectors, so no state ever mixes
+two versions.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import logging
+import os
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from contextkit.index._store import RecordStore
+from contextkit.records import Chunk, ScoredChunk
+
+__all__ = ["Index", "IndexFolderError", "IndexLockedError", "IndexManifest", "IndexMismatchError"]
+
+log = logging.getLogger(__name__)
+
+FORMAT_VERSION = 1
+IndexType = Literal["flat", "hnsw", "ivf"]
+
+
+class IndexFolderError(RuntimeError):
+    """The index folder is missing, corrupt or inconsistent (the message says which)."""
+
+
+class IndexMismatchError(IndexFolderError):
+    """The index was built with another model, dimension or format."""
+
+
+class IndexLockedError(IndexFolderError):
+    """Another process is writing to this index."""
+
+
+class IndexManifest(BaseModel):
+    """``manifest.json``: what built the index, so a reader can check it fits."""
+
+    format_version: int = FORMAT_VERSION
+    model: str
+    dim: int
+    embedder: dict[str, Any] = Field(default_factory=dict)
+    tokenizer: str = "cl100k_base"
+    chunker: dict[str, Any] = Field(default_factory=dict)
+    index_type: IndexType = "flat"
+    metric: Literal["ip"] = "ip"
+    generation: int = 0
+    counts: dict[str, int] = Field(default_factory=dict)
+    created_at: str = ""
+    updated_at: str = ""
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
+class Index:
+    """A persistent vector index of chunks. Use :meth:`create` or :meth:`open`."""
+
+    def __init__(self, path: Path, manifest: IndexManifest, read_only: bool) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.read_only = read_only
+        self._lock_fd: int | None = None
+        if not read_only:
+            self._lock()
+        self.store = RecordStore(path / "store.sqlite", manifest.dim)
+        self._faiss: Any = None
+        self._dirty = False  # FAISS in memory differs from the file on disk
+        self._rebuild_needed = False
+
+    # ----------------------------------------------------------- lifecycle
+    @classmethod
+    def create(cls, path: str | Path, *, model: str, dim: int, embedder: dict[str, Any] | None = None,
+               tokenizer: str = "cl100k_base", chunker: dict[str, Any] | None = None,
+               index_type: IndexType = "flat") -> Index:
+        folder = Path(path)
+        if (folder / "manifest.json").exists():
+            raise IndexFolderError(f"{folder}: an index already exists here; open it instead")
+        folder.mkdir(parents=True, exist_ok=True)
+        manifest = IndexManifest(model=model, dim=dim, embedder=embedder or {}, tokenizer=tokenizer,
+                                 chunker=chunker or {}, index_type=index_type, created_at=_now())
+        index = cls(folder, manifest, read_only=False)
+        index._faiss = index._new_faiss()
+        index._dirty = True
+        index.save()
+        return index
+
+    @classmethod
+    def open(cls, path: str | Path, *, read_only: bool = False, expect_model: str | None = None,
+             expect_dim: int | None = None) -> Index:
+        folder = Path(path)
+        manifest_path = folder / "manifest.json"
+        if not manifest_path.is_file():
+            raise IndexFolderError(f"{folder}: no index here (manifest.json is missing); create one with `contextkit ingest`")
+        try:
+            manifest = IndexManifest.model_validate_json(manifest_path.read_bytes())
+        except ValueError as exc:
+            raise IndexFolderError(f"{manifest_path}: unreadable manifest ({exc.__class__.__name__}: {exc})") from exc
+        if manifest.format_version != FORMAT_VERSION:
+            raise IndexMismatchError(
+                f"{folder}: index format {manifest.format_version}, this contextkit reads {FORMAT_VERSION}"
+            )
+        if expect_model is not None and manifest.model != expect_model:
+            raise IndexMismatchError(
+                f"{folder}: built with model {manifest.model!r}, not {expect_model!r}; use that model or a new index"
+            )
+        if expect_dim is not None and manifest.dim != expect_dim:
+            raise IndexMismatchError(f"{folder}: vectors have dimension {manifest.dim}, the model gives {expect_dim}")
+        index = cls(folder, manifest, read_only=read_only)
+        index._load_faiss()
+        return index
+
+    @classmethod
+    def exists(cls, path: str | Path) -> bool:
+        return (Path(path) / "manifest.json").is_file()
+
+    def close(self) -> None:
+        if not self.read_only and self._dirty:
+            self.save()
+        self.store.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _lock(self) -> None:
+        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise IndexLockedError(f"{self.path}: another process is writing to this index") from None
+        self._lock_fd = fd
+
+    # --------------------------------------------------------------- FAISS
+    def _new_faiss(self) -> Any:
+        import faiss
+
+        dim = self.manifest.dim
+        kind = self.manifest.index_type
+        if kind == "hnsw":
+            return faiss.IndexIDMap2(faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT))
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))  # "ivf" is built at save time from all vectors
+
+    def _load_faiss(self) -> None:
+        import faiss
+
+        file = self.path / "vectors.faiss"
+        store_gen = self.store.generation()
+        if file.is_file() and self.manifest.generation == store_gen:
+            self._faiss = faiss.read_index(str(file))
+        else:
+            log.warning("%s: FAISS file is behind the records store (generation %s vs %s); rebuilding",
+                        self.path, self.manifest.generation, store_gen)
+            self._rebuild()
+            if not self.read_only:
+                self.save()
+        counts = self.store.counts()
+        if self._faiss.ntotal != counts["chunks"]:
+            raise IndexFolderError(
+                f"{self.path}: FAISS holds {self._faiss.ntotal} vectors but the store has {counts['chunks']} chunks; "
+                "delete vectors.faiss to rebuild it from the store"
+            )
+        if self._faiss.d != self.manifest.dim:
+            raise IndexMismatchError(f"{self.path}: FAISS dimension {self._faiss.d} != manifest {self.manifest.dim}")
+
+    def _rebuild(self) -> None:
+        """Rebuild the FAISS index from the vectors in the store."""
+        import faiss
+
+        ids_parts, vec_parts = [], []
+        for ids, vecs in self.store.iter_chunk_vectors():
+            ids_parts.append(ids)
+            vec_parts.append(vecs)
+        ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int64)
+        vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self.manifest.dim), dtype=np.float32)
+        if self.manifest.index_type == "ivf" and len(ids) >= 1024:
+            nlist = int(min(4 * np.sqrt(len(ids)), len(ids) // 39))
+            quantizer = faiss.IndexFlatIP(self.manifest.dim)
+            ivf = faiss.IndexIVFFlat(quantizer, self.manifest.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            ivf.train(vecs)
+            ivf.nprobe = max(1, nlist // 8)
+            index = faiss.IndexIDMap2(ivf)
+        else:
+            index = self._new_faiss()
+        if len(ids):
+            index.add_with_ids(np.ascontiguousarray(vecs), ids)
+        self._faiss = index
+        self._rebuild_needed = False
+        self._dirty = True
+
+    # -------------------------------------------------------------- writing
+    def begin(self) -> None:
+        """Start a transaction (one per file during ingestion)."""
+        self._check_writable()
+        self.store.begin()
+
+    def commit(self) -> None:
+        self.store.bump_generation()
+        self.store.commit()
+
+    def rollback(self) -> None:
+        self.store.rollback()
+        self._rebuild()  # in-memory FAISS may hold the rolled-back changes
+
+    def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, vector_keys: Sequence[str]) -> None:
+        """Add chunks and their vectors (inside :meth:`begin`/:meth:`commit`)."""
+        if len(chunks) != len(vectors) or (len(vectors) and vectors.shape[1] != self.manifest.dim):
+            raise ValueError(f"{len(chunks)} chunks, vectors of shape {vectors.shape}, index dim {self.manifest.dim}")
+        self.store.put_vectors({k: v for k, v in zip(vector_keys, vectors)})
+        rowids = self.store.add_chunks(chunks, vector_keys)
+        if self.manifest.index_type == "flat":
+            self._faiss.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(rowids, np.int64))
+        else:
+            self._rebuild_needed = True
+        self._dirty = True
+
+    def remove_vectors(self, rowids: Sequence[int]) -> None:
+        if not rowids:
+            return
+        if self.manifest.index_type == "flat":
+            self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
+        else:
+            self._rebuild_needed = True
+        self._dirty = True
+
+    def delete_document(self, doc_id: str) -> int:
+        removed = self.store.delete_document(doc_id)
+        self.remove_vectors(removed)
+        return len(removed)
+
+    def delete_file(self, path: str) -> int:
+        removed = self.store.delete_file(path)
+        self.remove_vectors(removed)
+        return len(removed)
+
+    def save(self) -> None:
+        """Write the FAISS file and the manifest atomically (the store is already durable)."""
+        import faiss
+
+        self._check_writable()
+        if self._rebuild_needed:
+            self._rebuild()
+        gen = self.store.generation()
+        tmp = self.path / "vectors.faiss.tmp"
+        faiss.write_index(self._faiss, str(tmp))
+        with open(tmp, "rb") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path / "vectors.faiss")
+        self.manifest.generation = gen
+        self.manifest.counts = self.store.counts()
+        self.manifest.updated_at = _now()
+        _atomic_write(self.path / "manifest.json", self.manifest.model_dump_json(indent=2).encode())
+        self._dirty = False
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise IndexFolderError(f"{self.path}: opened read-only")
+
+    # -------------------------------------------------------------- reading
+    def __len__(self) -> int:
+        return int(self._faiss.ntotal)
+
+    def search(self, query_vectors: np.ndarray, k: int = 10) -> list[list[ScoredChunk]]:
+        """The ``k`` nearest chunks of each query vector, best first."""
+        if self._rebuild_needed:
+            self._rebuild()
+        queries = np.atleast_2d(np.asarray(query_vectors, dtype=np.float32))
+        if len(self) == 0:
+            return [[] for _ in queries]
+        distances, ids = self._faiss.search(queries, min(k, len(self)))
+        found = self.store.chunks_by_rowid({int(i) for i in ids.ravel() if i >= 0})
+        return [
+            [ScoredChunk(found[int(i)], float(d)) for d, i in zip(row_d, row_i) if i >= 0 and int(i) in found]
+            for row_d, row_i in zip(distances, ids)
+        ]
+
+    def info(self) -> dict[str, Any]:
+        counts = self.store.counts()
+        size = sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
+        return {"path": str(self.path), **self.manifest.model_dump(exclude={"counts"}), "counts": counts,
+                "vectors_in_faiss": len(self), "bytes_on_disk": size, "checked_at": time.time()}

@@ -1,0 +1,205 @@
+"""The records store: one SQLite file with files, documents, chunks and vectors.
+
+SQLite is the source of truth. Every change to the index is one SQLite
+transaction, so a crash (even ``kill -9``) leaves the previous committed state;
+the FAISS file is a derived cache of the vectors here and is rebuilt from them
+when its generation does not match (see :mod:`contextkit.index._index`).
+Vectors are stored once per distinct embedded text, keyed by the embedder's
+cache key: that table is also the embedding cache.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contextkit.records import Chunk
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY, sha256 TEXT NOT NULL, size INTEGER NOT NULL, n_documents INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY, file TEXT, source TEXT NOT NULL, sha256 TEXT NOT NULL,
+    n_chars INTEGER NOT NULL, metadata TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS documents_file ON documents(file);
+CREATE TABLE IF NOT EXISTS chunks (
+    rowid INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL, doc_id TEXT NOT NULL, ordinal INTEGER NOT NULL,
+    start INTEGER NOT NULL, end INTEGER NOT NULL, tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
+    header TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL, vector_key TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
+CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL);
+"""
+
+_CHUNK_COLS = "rowid, id, doc_id, ordinal, start, end, tokens, total_tokens, header, text, metadata"
+
+
+def _row_to_chunk(row: Sequence[Any]) -> tuple[int, Chunk]:
+    rowid, cid, doc_id, ordinal, start, end, tokens, total, header, text, meta = row
+    chunk = Chunk(
+        id=cid, doc_id=doc_id, ordinal=ordinal, text=text, start=start, end=end,
+        token_count=tokens, header=header, total_tokens=total, metadata=json.loads(meta),
+    )
+    return rowid, chunk
+
+
+class RecordStore:
+    """Thin, typed access to the SQLite file. Not thread-safe; one writer at a time."""
+
+    def __init__(self, path: Path, dim: int) -> None:
+        self.path = path
+        self.dim = dim
+        self.db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ------------------------------------------------------------- transactions
+    def begin(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def commit(self) -> None:
+        self.db.execute("COMMIT")
+
+    def rollback(self) -> None:
+        if self.db.in_transaction:
+            self.db.execute("ROLLBACK")
+
+    # ---------------------------------------------------------------- meta
+    def get_meta(self, key: str, default: str | None = None) -> str | None:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else default
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+
+    def generation(self) -> int:
+        return int(self.get_meta("generation", "0") or 0)
+
+    def bump_generation(self) -> int:
+        gen = self.generation() + 1
+        self.set_meta("generation", str(gen))
+        return gen
+
+    # ---------------------------------------------------------------- files
+    def file_hashes(self) -> dict[str, str]:
+        return dict(self.db.execute("SELECT path, sha256 FROM files"))
+
+    def put_file(self, path: str, sha256: str, size: int, n_documents: int) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO files (path, sha256, size, n_documents) VALUES (?, ?, ?, ?)",
+            (path, sha256, size, n_documents),
+        )
+
+    def delete_file(self, path: str) -> list[int]:
+        """Forget a file and everything loaded from it; returns the removed vector ids."""
+        removed: list[int] = []
+        for (doc_id,) in self.db.execute("SELECT id FROM documents WHERE file = ?", (path,)).fetchall():
+            removed += self.delete_document(doc_id)
+        self.db.execute("DELETE FROM files WHERE path = ?", (path,))
+        return removed
+
+    # ------------------------------------------------------------ documents
+    def document_ids(self, file: str | None = None) -> list[str]:
+        if file is None:
+            return [r[0] for r in self.db.execute("SELECT id FROM documents ORDER BY id")]
+        return [r[0] for r in self.db.execute("SELECT id FROM documents WHERE file = ? ORDER BY id", (file,))]
+
+    def put_document(self, doc_id: str, file: str | None, source: str, sha256: str, n_chars: int,
+                     metadata: dict[str, Any]) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO documents (id, file, source, sha256, n_chars, metadata) VALUES (?, ?, ?, ?, ?, ?)",
+            (doc_id, file, source, sha256, n_chars, json.dumps(metadata, ensure_ascii=False, default=str)),
+        )
+
+    def delete_document(self, doc_id: str) -> list[int]:
+        ids = [r[0] for r in self.db.execute("SELECT rowid FROM chunks WHERE doc_id = ?", (doc_id,))]
+        self.db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
+        self.db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
+        return ids
+
+    # --------------------------------------------------------------- chunks
+    def add_chunks(self, chunks: Sequence[Chunk], vector_keys: Sequence[str]) -> list[int]:
+        rows = [
+            (c.id, c.doc_id, c.ordinal, c.start, c.end, c.token_count, c.total_tokens, c.header, c.text,
+             json.dumps(c.metadata, ensure_ascii=False, default=str), key)
+            for c, key in zip(chunks, vector_keys)
+        ]
+        ids = []
+        for row in rows:
+            cur = self.db.execute(
+                "INSERT INTO chunks (id, doc_id, ordinal, start, end, tokens, total_tokens, header, text, metadata,"
+                " vector_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                row,
+            )
+            ids.append(int(cur.lastrowid))
+        return ids
+
+    def chunks_by_rowid(self, rowids: Iterable[int]) -> dict[int, Chunk]:
+        ids = [int(i) for i in rowids]
+        out: dict[int, Chunk] = {}
+        for lo in range(0, len(ids), 500):
+            part = ids[lo : lo + 500]
+            marks = ",".join("?" * len(part))
+            for row in self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part):
+                rowid, chunk = _row_to_chunk(row)
+                out[rowid] = chunk
+        return out
+
+    def chunks_of(self, doc_id: str) -> list[Chunk]:
+        rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))
+        return [_row_to_chunk(r)[1] for r in rows]
+
+    def iter_chunk_vectors(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(rowids, vectors)`` of every chunk, in batches: what a FAISS rebuild reads."""
+        cur = self.db.execute(
+            "SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.key = c.vector_key ORDER BY c.rowid"
+        )
+        while rows := cur.fetchmany(batch):
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
+            yield ids, vecs
+
+    # ---------------------------------------------------- vectors (and cache)
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        uniq = list(dict.fromkeys(keys))
+        for lo in range(0, len(uniq), 500):
+            part = uniq[lo : lo + 500]
+            marks = ",".join("?" * len(part))
+            for key, blob in self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part):
+                out[key] = np.frombuffer(blob, dtype=np.float32)
+        return out
+
+    def put_vectors(self, items: dict[str, np.ndarray]) -> None:
+        self.db.executemany(
+            "INSERT OR IGNORE INTO vectors (key, vector) VALUES (?, ?)",
+            [(k, np.ascontiguousarray(v, dtype=np.float32).tobytes()) for k, v in items.items()],
+        )
+
+    def drop_unused_vectors(self) -> int:
+        cur = self.db.execute("DELETE FROM vectors WHERE key NOT IN (SELECT vector_key FROM chunks)")
+        return cur.rowcount
+
+    # ---------------------------------------------------------------- counts
+    def counts(self) -> dict[str, int]:
+        q = lambda sql: int(self.db.execute(sql).fetchone()[0] or 0)  # noqa: E731
+        return {
+            "files": q("SELECT COUNT(*) FROM files"),
+            "documents": q("SELECT COUNT(*) FROM documents"),
+            "chunks": q("SELECT COUNT(*) FROM chunks"),
+            "tokens": q("SELECT SUM(tokens) FROM chunks"),
+            "vectors": q("SELECT COUNT(*) FROM vectors"),
+        }

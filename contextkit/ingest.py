@@ -1,0 +1,283 @@
+"""The ingestion pipeline: files -> documents -> chunks -> vectors -> index folder.
+
+Incremental: a file whose SHA-256 is already recorded is skipped; a changed file
+has all its old chunks replaced in the same transaction that adds the new ones.
+Resumable: files are committed in batches, each batch one SQLite transaction,
+so a run killed at any point (``kill -9`` included) leaves whole files only, and
+the next run does what is left, with no duplicate and no missing chunk.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from contextkit.chunking import ChunkerConfig, TokenChunker
+from contextkit.embedders import DEFAULT_MODEL, Embedder, EmbeddingReport
+from contextkit.index import Index, IndexMismatchError
+from contextkit.loaders import LoadError, SourceFile, discover_files, file_sha256, load_file
+from contextkit.records import Chunk, Document
+
+__all__ = ["FileFailure", "IngestConfig", "IngestEvent", "IngestReport", "ingest"]
+
+log = logging.getLogger(__name__)
+
+
+class IngestConfig(BaseModel):
+    """Settings of an ingestion run. ``None`` means "as the index was built" (or the default)."""
+
+    chunk_size: int | None = Field(None, ge=1)
+    chunk_overlap: int | None = Field(None, ge=0)
+    tokenizer: str | None = None
+    header: str | None = None
+    model: str | None = None
+    index_type: Literal["flat", "hnsw", "ivf"] = "flat"
+    glob: str | None = None
+    workers: int = Field(1, ge=1)
+    prune: bool = False
+    batch_chunks: int = Field(512, ge=1, description="chunks embedded and committed together")
+    device: str = "auto"
+    embed_batch_size: int = Field(64, ge=1)
+
+    def chunker_config(self, recorded: dict[str, Any] | None) -> ChunkerConfig:
+        """The chunk settings to use, refusing any that differ from the index's own."""
+        wanted = {k: v for k, v in {
+            "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
+            "tokenizer": self.tokenizer, "header": self.header,
+        }.items() if v is not None}
+        if not recorded:
+            return ChunkerConfig(**{"chunk_size": 256, "chunk_overlap": 32, **wanted})
+        clash = {k: (recorded.get(k), v) for k, v in wanted.items() if recorded.get(k) != v}
+        if clash:
+            said = ", ".join(f"{k}: index has {old!r}, asked {new!r}" for k, (old, new) in clash.items())
+            raise IndexMismatchError(f"chunk settings differ from the index's ({said}); ingest into a new index")
+        return ChunkerConfig(**recorded)
+
+
+class FileFailure(BaseModel):
+    path: str
+    reason: str
+
+
+class IngestReport(BaseModel):
+    """What a run did; the CLI prints it as a table, ``--json`` as JSON."""
+
+    index: str
+    files_seen: int = 0
+    files_new: int = 0
+    files_changed: int = 0
+    files_unchanged: int = 0
+    files_removed: int = 0
+    documents: int = 0
+    empty_documents: int = 0
+    chunks_added: int = 0
+    chunks_removed: int = 0
+    tokens: int = 0
+    failures: list[FileFailure] = Field(default_factory=list)
+    embedding: EmbeddingReport = Field(default_factory=EmbeddingReport)
+    seconds: dict[str, float] = Field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures
+
+    @property
+    def nothing_ingested(self) -> bool:
+        """True when files were asked for and none is in the index now."""
+        done = self.files_new + self.files_changed + self.files_unchanged
+        return self.files_seen + len(self.failures) > 0 and done == 0 and self.files_removed == 0
+
+
+@dataclass
+class IngestEvent:
+    """Progress, for a progress bar: ``kind`` is "plan", "file" or "embedded"."""
+
+    kind: str
+    files: int = 0
+    chunks: int = 0
+    tokens: int = 0
+    path: str = ""
+
+
+@dataclass
+class _Pending:
+    source: SourceFile
+    sha256: str
+    size: int
+    documents: list[Document] = field(default_factory=list)
+    chunks: list[Chunk] = field(default_factory=list)
+    is_new: bool = True
+
+
+def _open_index(index_dir: Path, config: IngestConfig) -> tuple[Index, Embedder, TokenChunker]:
+    if Index.exists(index_dir):
+        index = Index.open(index_dir)
+        recorded_model = index.manifest.model
+        asked = DEFAULT_MODEL if config.model == "default" else config.model
+        if asked is not None and asked != recorded_model:
+            index.close()
+            raise IndexMismatchError(
+                f"{index_dir}: built with model {recorded_model!r}, not {config.model!r}; use a new index"
+            )
+        embedder = Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
+                            long_text=index.manifest.embedder.get("long_text", "window"), cache=index.store)
+        chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
+        return index, embedder, chunker
+    chunk_cfg = config.chunker_config(None)
+    chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name
+    embedder = Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
+    index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
+                         tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type)
+    embedder.cache = index.store
+    return index, embedder, chunker
+
+
+def ingest(
+    paths: Sequence[str | Path],
+    index_dir: str | Path,
+    config: IngestConfig | None = None,
+    progress: Callable[[IngestEvent], None] | None = None,
+    **overrides: Any,
+) -> IngestReport:
+    """Ingest files and folders into the index at ``index_dir`` (created if missing).
+
+    Bad inputs never stop the run: they are listed in ``report.failures``.
+    """
+    config = (config or IngestConfig()).model_copy(update=overrides)
+    notify = progress or (lambda event: None)
+    index_dir = Path(index_dir)
+    clock = _Clock()
+    report = IngestReport(index=str(index_dir))
+    with clock("discover"):
+        sources, errors = discover_files(paths, config.glob)
+    report.failures += [FileFailure(path=e.path, reason=e.reason) for e in errors]
+    report.files_seen = len(sources)
+    with clock("open"):
+        index, embedder, chunker = _open_index(index_dir, config)
+    try:
+        known = index.store.file_hashes()
+        todo: list[_Pending] = []
+        with clock("hash"):
+            for src in sources:
+                try:
+                    sha, size = file_sha256(src.path), src.path.stat().st_size
+                except OSError as exc:
+                    report.failures.append(FileFailure(path=src.doc_id, reason=f"unreadable: {exc.strerror or exc}"))
+                    continue
+                if known.get(src.doc_id) == sha:
+                    report.files_unchanged += 1
+                else:
+                    todo.append(_Pending(src, sha, size, is_new=src.doc_id not in known))
+        notify(IngestEvent("plan", files=len(todo)))
+        _run_batches(todo, index, embedder, chunker, config, report, notify, clock)
+        if config.prune:
+            _prune(index, sources, known, errors, report)
+        with clock("save"):
+            index.save()
+    finally:
+        index.close()
+    report.embedding = embedder.report
+    report.seconds = clock.totals
+    return report
+
+
+def _run_batches(todo, index, embedder, chunker, config, report, notify, clock) -> None:
+    batch: list[_Pending] = []
+    pending_chunks = 0
+    for item in todo:
+        with clock("load"):
+            result = load_file(item.source)
+        report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
+        if not result.documents and result.errors:
+            continue
+        item.documents = result.documents
+        with clock("chunk"):
+            try:
+                per_doc = chunker.chunk_many(result.documents, workers=config.workers)
+            except ValueError as exc:  # e.g. a header too large for the chunk size
+                report.failures.append(FileFailure(path=item.source.doc_id, reason=str(exc)))
+                continue
+        item.chunks = [c for chunks in per_doc for c in chunks]
+        report.empty_documents += sum(1 for chunks in per_doc if not chunks)
+        batch.append(item)
+        pending_chunks += len(item.chunks)
+        if pending_chunks >= config.batch_chunks:
+            _commit_batch(batch, index, embedder, report, notify, clock)
+            batch, pending_chunks = [], 0
+    if batch:
+        _commit_batch(batch, index, embedder, report, notify, clock)
+
+
+def _commit_batch(batch: list[_Pending], index: Index, embedder: Embedder, report: IngestReport, notify,
+                  clock) -> None:
+    chunks = [c for item in batch for c in item.chunks]
+    texts = [c.embedding_text for c in chunks]
+    with clock("embed"):
+        vectors = embedder.embed(texts, progress=lambda n: notify(IngestEvent("embedded", chunks=n)))
+    keys = [embedder.cache_key(t) for t in texts]
+    with clock("store"):
+        index.begin()
+        try:
+            offset = 0
+            for item in batch:
+                key = item.source.doc_id
+                report.chunks_removed += index.delete_file(key)
+                for doc in item.documents:
+                    index.store.put_document(doc.id, key, doc.source, item.sha256, len(doc.text), doc.metadata)
+                n = len(item.chunks)
+                index.add_chunks(item.chunks, vectors[offset : offset + n], keys[offset : offset + n])
+                offset += n
+                index.store.put_file(key, item.sha256, item.size, len(item.documents))
+            index.commit()
+        except BaseException:
+            index.rollback()
+            raise
+    for item in batch:
+        report.files_new += item.is_new
+        report.files_changed += not item.is_new
+        report.documents += len(item.documents)
+        report.chunks_added += len(item.chunks)
+        tokens = sum(c.token_count for c in item.chunks)
+        report.tokens += tokens
+        notify(IngestEvent("file", files=1, chunks=len(item.chunks), tokens=tokens, path=item.source.doc_id))
+
+
+def _prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors: list[LoadError],
+           report: IngestReport) -> None:
+    """Remove files that are in the index but no longer among the inputs."""
+    if any(e.reason.startswith("no such file") for e in errors):
+        report.failures.append(FileFailure(path="--prune", reason="skipped: an input path is missing"))
+        return
+    present = {s.doc_id for s in sources}
+    gone = [path for path in known if path not in present]
+    if not gone:
+        return
+    index.begin()
+    for path in gone:
+        report.chunks_removed += index.delete_file(path)
+    index.store.drop_unused_vectors()
+    index.commit()
+    report.files_removed = len(gone)
+
+
+class _Clock:
+    """Seconds spent per stage, for the report and the benchmark."""
+
+    def __init__(self) -> None:
+        self.totals: dict[str, float] = {}
+
+    def __call__(self, stage: str) -> _Clock:
+        self._stage = stage
+        return self
+
+    def __enter__(self) -> None:
+        self._t0 = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.totals[self._stage] = self.totals.get(self._stage, 0.0) + time.perf_counter() - self._t0

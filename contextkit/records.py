@@ -1,0 +1,87 @@
+"""Plain typed records that flow between the stages of contextkit.
+
+They are frozen dataclasses rather than pydantic models on purpose: a corpus
+yields hundreds of thousands of chunks and these records sit on the hot path of
+the chunker. Configuration and reports, which are few, are pydantic models.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+__all__ = ["Chunk", "Document", "ScoredChunk"]
+
+
+@dataclass(frozen=True, slots=True)
+class Document:
+    """One loaded document.
+
+    ``id`` is stable across runs (derived from the source path, plus the record id
+    for multi-document files such as JSONL), so re-ingestion can find what changed.
+    """
+
+    id: str
+    text: str
+    source: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Document:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """A span of a document, with exact offsets and an exact token count.
+
+    ``doc.text[start:end] == text`` always holds. ``token_count`` is the number of
+    tokens of ``text`` under the chunker's tokenizer; ``header`` is the metadata
+    prefix embedded with the chunk (empty by default) and ``total_tokens`` counts
+    ``header + text``, which is what the chunk size bounds.
+    """
+
+    id: str
+    doc_id: str
+    ordinal: int
+    text: str
+    start: int
+    end: int
+    token_count: int
+    header: str = ""
+    total_tokens: int = -1
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.end - self.start != len(self.text):
+            raise ValueError(
+                f"chunk {self.id!r}: offsets {self.start}:{self.end} do not match text length {len(self.text)}"
+            )
+        if self.total_tokens < 0:
+            object.__setattr__(self, "total_tokens", self.token_count)
+
+    @property
+    def embedding_text(self) -> str:
+        """The text given to the embedding model: the header, then the chunk."""
+        return self.header + self.text
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Chunk:
+        return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredChunk:
+    """A chunk returned by a search, with its score (higher is better)."""
+
+    chunk: Chunk
+    score: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"score": self.score, **self.chunk.to_dict()}

@@ -1,0 +1,1 @@
+"""Retrievers (dense, BM25, hybrid): see the retrievers issue."""

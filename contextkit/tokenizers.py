@@ -1,0 +1,309 @@
+"""Tokenizers: tiktoken encodings found offline, and Hugging Face tokenizers.
+
+``tiktoken.get_encoding`` downloads its BPE file on first use. contextkit never
+fetches at run time, so we look for the file where it may already lie: a
+tiktoken cache (``TIKTOKEN_CACHE_DIR``, ``DATA_GYM_CACHE_DIR``, the default temp
+cache) and the copy that ``llama-index-core`` ships for ``cl100k_base`` and
+``o200k_base``. The file is checked against tiktoken's own SHA-256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import types
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+
+__all__ = [
+    "HuggingFaceTokenizer",
+    "TiktokenTokenizer",
+    "Tokenizer",
+    "TokenizerNotFoundError",
+    "get_tokenizer",
+]
+
+#: Encodings whose pre-tokenizer we have analysed: a cut at a "stable boundary"
+#: (see :meth:`Tokenizer.stable_boundaries`) gives token-exact chunks without
+#: re-encoding. Others are still exact, via re-encoding at the cuts.
+_STABLE_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"})
+
+
+class TokenizerNotFoundError(LookupError):
+    """The named tokenizer cannot be loaded offline."""
+
+
+class Tokenizer(ABC):
+    """What contextkit needs from a tokenizer: ids, counts and token offsets."""
+
+    name: str
+
+    @abstractmethod
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text``; special-token text is treated as plain text."""
+
+    @abstractmethod
+    def decode(self, ids: Sequence[int]) -> str: ...
+
+    def count(self, text: str) -> int:
+        return len(self.encode(text))
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        return [self.count(t) for t in texts]
+
+    @abstractmethod
+    def encode_with_offsets(self, text: str) -> tuple[list[int], np.ndarray]:
+        """Ids and, per token, the character offset where it ends.
+
+        A token that ends inside a multi-byte character (byte-level BPE can split
+        an emoji) reports -1: no cut may fall there.
+        """
+
+    def stable_boundaries(self, text: str, code_points: np.ndarray | None = None) -> np.ndarray | None:
+        """Character positions where a cut never changes the tokenization.
+
+        At such a position ``p``, ``encode(text[a:p]) + encode(text[p:b])`` equals
+        the slice of ``encode(text)`` for any two stable ``a < p < b``, so chunk
+        token counts come from the one full encoding. ``None`` means the tokenizer
+        offers no such guarantee and the chunker must verify by re-encoding.
+        """
+        return None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name}
+
+
+# --------------------------------------------------------------------------- tiktoken
+
+
+def _tiktoken_cache_dirs() -> list[Path]:
+    dirs = [os.environ.get("TIKTOKEN_CACHE_DIR"), os.environ.get("DATA_GYM_CACHE_DIR")]
+    found = [Path(d) for d in dirs if d]
+    found.append(Path(tempfile.gettempdir()) / "data-gym-cache")
+    try:
+        import llama_index.core as lic
+
+        found.append(Path(lic.__file__).parent / "_static" / "tiktoken_cache")
+    except ImportError:  # pragma: no cover - llama-index-core is a dependency
+        pass
+    return found
+
+
+def _offline_bpe_loader(encoding_name: str):
+    """A stand-in for ``tiktoken.load.load_tiktoken_bpe`` that reads local files only."""
+    import tiktoken.load
+
+    def load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
+        key = hashlib.sha1(url.encode()).hexdigest()
+        searched = _tiktoken_cache_dirs()
+        for folder in searched:
+            path = folder / key
+            if path.is_file():
+                return tiktoken.load.load_tiktoken_bpe(str(path), expected_hash)
+        raise TokenizerNotFoundError(
+            f"tiktoken encoding {encoding_name!r} is not available offline: its BPE file "
+            f"{url.rsplit('/', 1)[-1]} (cache key {key}) is in none of "
+            f"{', '.join(str(d) for d in searched)}. Install llama-index-core (ships cl100k_base "
+            "and o200k_base) or set TIKTOKEN_CACHE_DIR to a folder holding the file."
+        )
+
+    return load
+
+
+_encoding_lock = threading.Lock()
+
+
+@lru_cache(maxsize=8)
+def _load_encoding(name: str):
+    """Build a ``tiktoken.Encoding`` without network access.
+
+    We call tiktoken's own constructor for the encoding (so the regex and the
+    special tokens stay exactly tiktoken's) with its globals rebound to a loader
+    that only reads local files; no module state is patched.
+    """
+    import tiktoken
+    import tiktoken_ext.openai_public as openai_public
+
+    constructor = getattr(openai_public, name, None)
+    if constructor is None or not callable(constructor) or name.startswith("_"):
+        raise TokenizerNotFoundError(
+            f"unknown tiktoken encoding {name!r}; known: cl100k_base, o200k_base, p50k_base, r50k_base"
+        )
+    offline = types.FunctionType(
+        constructor.__code__,
+        {**openai_public.__dict__, "load_tiktoken_bpe": _offline_bpe_loader(name)},
+        constructor.__name__,
+        constructor.__defaults__,
+        constructor.__closure__,
+    )
+    with _encoding_lock:
+        return tiktoken.Encoding(**offline())
+
+
+@lru_cache(maxsize=8)
+def _token_byte_lengths(name: str):
+    import numpy as np
+
+    enc = _load_encoding(name)
+    lengths = np.zeros(enc.n_vocab, dtype=np.int64)
+    for token_bytes, rank in enc._mergeable_ranks.items():
+        lengths[rank] = len(token_bytes)
+    for text, rank in enc._special_tokens.items():
+        if rank < len(lengths):
+            lengths[rank] = len(text.encode())
+    return lengths
+
+
+@lru_cache(maxsize=1)
+def _whitespace_table():
+    """``table[cp]`` is True when code point ``cp`` is white space to Python.
+
+    Python's notion is a superset of the Unicode White_Space property used by
+    tiktoken's regex, which keeps :func:`_stable_mask` on the safe side.
+    """
+    import numpy as np
+
+    table = np.zeros(0x110000, dtype=bool)
+    for cp in (*range(0x09, 0x0E), *range(0x1C, 0x21), 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+               0x2028, 0x2029, 0x202F, 0x205F, 0x3000):
+        table[cp] = chr(cp).isspace()
+    return table
+
+
+def _code_points(text: str):
+    import numpy as np
+
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+
+
+def _stable_mask(cp):
+    """Positions ``1..len-1`` that are stable boundaries for GPT-style pre-tokenizers.
+
+    Two kinds, both proven from the regexes of cl100k/o200k/p50k/r50k (every
+    alternative is anchored at its start, none looks behind, and none lets a piece
+    run over them):
+
+    * before a space that follows a non-space (``word| next``): the space always
+      opens the next piece;
+    * after a newline that is followed by a non-space other than ``/``
+      (``line\\n|Next``): a newline ends the piece it is in unless more newlines
+      follow (o200k's punctuation piece may also swallow ``/``).
+    """
+    import numpy as np
+
+    n = len(cp)
+    mask = np.zeros(n + 1, dtype=bool)
+    if n < 2:
+        return mask
+    ws = _whitespace_table()[cp]
+    inner = ((cp[1:] == 0x20) & ~ws[:-1]) | ((cp[:-1] == 0x0A) & ~ws[1:] & (cp[1:] != 0x2F))
+    mask[1:n] = inner
+    return mask
+
+
+class TiktokenTokenizer(Tokenizer):
+    """A tiktoken encoding (``cl100k_base`` by default), loaded offline."""
+
+    def __init__(self, name: str = "cl100k_base") -> None:
+        self.name = name
+        self._enc = _load_encoding(name)
+
+    @property
+    def encoding(self):
+        return self._enc
+
+    def encode(self, text: str) -> list[int]:
+        return self._enc.encode_ordinary(text)
+
+    def encode_batch(self, texts: Sequence[str], num_threads: int = 1) -> list[list[int]]:
+        return self._enc.encode_ordinary_batch(list(texts), num_threads=num_threads)
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._enc.decode(list(ids))
+
+    def encode_with_offsets(self, text: str):
+        import numpy as np
+
+        ids = self._enc.encode_ordinary(text)
+        byte_ends = np.cumsum(_token_byte_lengths(self.name)[np.asarray(ids, dtype=np.int64)])
+        if text.isascii():
+            return ids, byte_ends
+        raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+        starts = (raw & 0xC0) != 0x80  # first byte of a character
+        char_before = np.concatenate(([0], np.cumsum(starts)))  # chars started before byte i
+        at_char = np.append(starts, True)  # byte offset i is a character boundary
+        ends = char_before[byte_ends]
+        ends[~at_char[byte_ends]] = -1
+        return ids, ends
+
+    def stable_boundaries(self, text: str, code_points=None):
+        if self.name not in _STABLE_ENCODINGS:
+            return None
+        import numpy as np
+
+        cp = _code_points(text) if code_points is None else code_points
+        return np.flatnonzero(_stable_mask(cp))
+
+
+# ------------------------------------------------------------------- Hugging Face
+
+
+class HuggingFaceTokenizer(Tokenizer):
+    """A Hugging Face tokenizer, such as the embedding model's own word pieces.
+
+    Counts exclude special tokens (``[CLS]``/``[SEP]``); the embedder adds those.
+    """
+
+    def __init__(self, name_or_path: str, tokenizer: Any | None = None) -> None:
+        self.name = name_or_path
+        if tokenizer is None:
+            from transformers import AutoTokenizer
+
+            try:
+                tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+            except OSError as exc:
+                raise TokenizerNotFoundError(f"Hugging Face tokenizer {name_or_path!r} not found: {exc}") from exc
+        self._tok = tokenizer
+
+    def encode(self, text: str) -> list[int]:
+        return self._tok(text, add_special_tokens=False, verbose=False)["input_ids"]
+
+    def count_batch(self, texts: Sequence[str]) -> list[int]:
+        out = self._tok(list(texts), add_special_tokens=False, verbose=False)["input_ids"]
+        return [len(ids) for ids in out]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self._tok.decode(list(ids))
+
+    def encode_with_offsets(self, text: str):
+        import numpy as np
+
+        enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        ends = np.asarray([end for _, end in enc["offset_mapping"]], dtype=np.int64)
+        return enc["input_ids"], ends
+
+
+def get_tokenizer(name: str | Tokenizer = "cl100k_base") -> Tokenizer:
+    """Resolve a tokenizer by name.
+
+    ``cl100k_base``/``o200k_base``/``p50k_base``/``r50k_base`` are tiktoken
+    encodings; ``hf:NAME`` (or any other name) is a Hugging Face tokenizer, and
+    ``model`` means the default embedding model's tokenizer.
+    """
+    if isinstance(name, Tokenizer):
+        return name
+    if name in {"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"}:
+        return TiktokenTokenizer(name)
+    if name == "model":
+        from contextkit.embedders import default_model_path
+
+        return HuggingFaceTokenizer(default_model_path())
+    return HuggingFaceTokenizer(name.removeprefix("hf:"))
