@@ -26,7 +26,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 out = Console()
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)
 
 IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="index folder")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
@@ -130,13 +130,10 @@ def _print_ingest_report(report) -> None:
     for name, value in rows:
         table.add_row(name, str(value))
     out.print(table)
-    if report.failures:
-        fails = Table(title="not ingested", title_style="bold red")
-        fails.add_column("path")
-        fails.add_column("reason")
+    if report.failures:  # one plain line each, so they can be grepped
+        out.print(f"[bold red]not ingested ({len(report.failures)}):[/]")
         for f in report.failures:
-            fails.add_row(f.path, f.reason)
-        out.print(fails)
+            out.print(f"  {f.path}: {f.reason}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -118,16 +118,19 @@ class _Pending:
 def _open_index(index_dir: Path, config: IngestConfig) -> tuple[Index, Embedder, TokenChunker]:
     if Index.exists(index_dir):
         index = Index.open(index_dir)
-        recorded_model = index.manifest.model
-        asked = DEFAULT_MODEL if config.model == "default" else config.model
-        if asked is not None and asked != recorded_model:
+        try:
+            recorded_model = index.manifest.model
+            asked = DEFAULT_MODEL if config.model == "default" else config.model
+            if asked is not None and asked != recorded_model:
+                raise IndexMismatchError(
+                    f"{index_dir}: built with model {recorded_model!r}, not {config.model!r}; use a new index"
+                )
+            embedder = Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
+                                long_text=index.manifest.embedder.get("long_text", "window"), cache=index.store)
+            chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
+        except BaseException:
             index.close()
-            raise IndexMismatchError(
-                f"{index_dir}: built with model {recorded_model!r}, not {config.model!r}; use a new index"
-            )
-        embedder = Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
-                            long_text=index.manifest.embedder.get("long_text", "window"), cache=index.store)
-        chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
+            raise
         return index, embedder, chunker
     chunk_cfg = config.chunker_config(None)
     chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name

@@ -1,0 +1,192 @@
+"""Ingest throughput: the whole contextkit pipeline against raw model encoding and LlamaIndex.
+
+What it measures, in one run, on the first ``--limit`` PEP files (default 12; copied
+to a temporary folder), single process, one torch thread count for all sides:
+
+* raw ``SentenceTransformer.encode(windows, batch_size=64, normalize_embeddings=True)``
+  on exactly the model inputs contextkit feeds the model (the same files chunked by
+  ``TokenChunker(256, 32)``, split by ``Embedder._windows``), timed just before and
+  just after the contextkit run; their mean is the reference;
+* contextkit ``ingest([folder], index_dir, IngestConfig(chunk_size=256, chunk_overlap=32))``:
+  discover, hash, load, chunk, embed, write SQLite + FAISS to disk;
+* LlamaIndex ``IngestionPipeline([SentenceSplitter(256, 32), HuggingFaceEmbedding(<same
+  local model>)], vector_store=FaissVectorStore(IndexFlatIP(384)))`` on the same files
+  read by ``SimpleDirectoryReader``;
+* a second contextkit ingest of the unchanged folder, which must be a no-op.
+
+Excluded from every clock: imports, model loading (contextkit's ``Embedder._load`` is
+pointed at one SentenceTransformer loaded beforehand, which the raw side uses too;
+LlamaIndex's ``HuggingFaceEmbedding`` is built beforehand), tokenizer loading and the
+first-call warm-up of each side.
+
+Goals: the contextkit pipeline keeps >= 95% of the raw encode throughput (model
+inputs/s) on the same inputs; it is at least as fast as LlamaIndex in MB/s of input;
+the no-op re-ingest takes well under a second and loads no model.
+
+Run: ``python bench/bench_ingest.py`` (``--limit N`` for more files; embedding on a
+2-core CPU runs at roughly 12 chunks/s, so 12 files take about a minute per side).
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ["HF_HUB_OFFLINE"] = "1"  # before sentence-transformers / transformers are imported
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import argparse
+import json
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PEPS = DATA / "python_peps" / "peps"
+SIZE, OVERLAP, BATCH = 256, 32, 64
+
+
+def time_raw(model: Any, windows: list[str]) -> float:
+    t0 = time.perf_counter()
+    model.encode(windows, batch_size=BATCH, normalize_embeddings=True, convert_to_numpy=True,
+                 show_progress_bar=False)
+    return time.perf_counter() - t0
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    width = int(fmt.rstrip("df").split(".")[0])
+    return format(value, fmt) if value is not None else "-".rjust(width)
+
+
+def run_llamaindex(folder: Path, model_path: str, model: Any) -> dict[str, Any] | None:
+    try:
+        import faiss
+        from llama_index.core import SimpleDirectoryReader
+        from llama_index.core.ingestion import IngestionPipeline
+        from llama_index.core.node_parser import SentenceSplitter
+        from llama_index.core.schema import MetadataMode
+        from llama_index.embeddings.huggingface import HuggingFaceEmbedding
+        from llama_index.vector_stores.faiss import FaissVectorStore
+    except ImportError as exc:
+        print(f"skipped LlamaIndex: {exc}")
+        return None
+    embed = HuggingFaceEmbedding(model_name=model_path, device="cpu")  # loads its model: off the clock
+    embed.get_text_embedding("warm up")
+    splitter = SentenceSplitter(chunk_size=SIZE, chunk_overlap=OVERLAP)
+    splitter.split_text("Warm up the sentence tokenizer. " * 200)  # nltk data and cl100k, off the clock
+    t0 = time.perf_counter()
+    docs = SimpleDirectoryReader(str(folder)).load_data()
+    store = FaissVectorStore(faiss_index=faiss.IndexFlatIP(384))
+    pipeline = IngestionPipeline(transformations=[splitter, embed], vector_store=store)
+    nodes = pipeline.run(documents=docs)
+    seconds = time.perf_counter() - t0
+    # Off the clock: how many inputs were longer than the model reads (it truncates them silently).
+    limit = model.max_seq_length - 2
+    lengths = [len(ids) for ids in model.tokenizer(
+        [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes], add_special_tokens=False)["input_ids"]]
+    return {"seconds": seconds, "chunks": len(nodes), "model_inputs": len(nodes), "vectors": store.client.ntotal,
+            "truncated_inputs": sum(n > limit for n in lengths), "embed_batch_size": embed.embed_batch_size}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--limit", type=int, default=12, help="first N PEP files (default 12)")
+    ap.add_argument("--threads", type=int, default=None, help="torch threads for all sides (default: torch's)")
+    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = ap.parse_args()
+
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    from contextkit.chunking import TokenChunker
+    from contextkit.embedders import Embedder, EmbeddingReport, default_model_path
+    from contextkit.ingest import IngestConfig, ingest
+    from contextkit.loaders import discover_files, load_file
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    files = sorted(PEPS.glob("*.rst"))[: args.limit]
+    mb = sum(f.stat().st_size for f in files) / 1e6
+    print(f"input: the first {len(files)} of 703 PEP files (--limit {args.limit}), {mb:.3f} MB; "
+          f"chunk_size {SIZE}, overlap {OVERLAP}; torch threads {torch.get_num_threads()}; CPU")
+
+    model_path = default_model_path()
+    model = SentenceTransformer(model_path, device="cpu")
+    model.encode(["warm up"], normalize_embeddings=True)
+    TokenChunker(SIZE, OVERLAP).chunk("warm up")  # loads cl100k (cached for ingest)
+    loads: list[int] = []
+
+    def shared_model(self: Embedder) -> Any:
+        loads.append(1)
+        return model
+
+    res: dict[str, Any] = {"files": len(files), "mb": mb, "threads": torch.get_num_threads()}
+    with tempfile.TemporaryDirectory(prefix="contextkit-bench-") as tmp:
+        folder = Path(tmp) / "peps"
+        folder.mkdir()
+        for f in files:
+            shutil.copy2(f, folder / f.name)
+        config = IngestConfig(chunk_size=SIZE, chunk_overlap=OVERLAP)
+        with mock.patch.object(Embedder, "_load", shared_model):
+            chunker = TokenChunker(SIZE, OVERLAP)
+            sources, _ = discover_files([folder])
+            texts = [c.embedding_text for s in sources for d in load_file(s).documents for c in chunker.chunk(d)]
+            windows = Embedder()._windows(texts, EmbeddingReport())[0]
+            raw_before = time_raw(model, windows)
+            t0 = time.perf_counter()
+            report = ingest([folder], Path(tmp) / "ck", config)
+            ck_s = time.perf_counter() - t0
+            raw_after = time_raw(model, windows)
+            loads_before = len(loads)
+            t0 = time.perf_counter()
+            noop = ingest([folder], Path(tmp) / "ck", config)
+            noop_s = time.perf_counter() - t0
+            noop_loads = len(loads) - loads_before
+        raw_s = statistics.mean([raw_before, raw_after])
+        res["raw"] = {"seconds": raw_s, "before": raw_before, "after": raw_after, "model_inputs": len(windows)}
+        res["contextkit"] = {"seconds": ck_s, "chunks": report.chunks_added, "stages": report.seconds,
+                             "embedding": report.embedding.model_dump(), "model_inputs": report.embedding.model_inputs}
+        res["noop"] = {"seconds": noop_s, "files_unchanged": noop.files_unchanged, "chunks_added": noop.chunks_added,
+                       "model_loads": noop_loads, "stages": noop.seconds}
+        li = run_llamaindex(folder, model_path, model)
+
+    print("\nexcluded from all timings: imports, model loading, tokenizer loading, first-call warm-up")
+    print(f"\n{'side':34} {'wall s':>8} {'inputs':>7} {'inputs/s':>9} {'chunks':>7} {'chunks/s':>9} {'MB/s':>7}")
+    sides = {"raw SentenceTransformer.encode": res["raw"], "contextkit ingest": res["contextkit"]}
+    if li:
+        sides["llamaindex IngestionPipeline"] = li
+    sides["contextkit re-ingest (no-op)"] = {"seconds": noop_s, "chunks": noop.chunks_added}
+    for name, r in sides.items():
+        secs, inputs, chunks = r["seconds"], r.get("model_inputs"), r.get("chunks")
+        cells = [f"{secs:8.3f}", _cell(inputs, "7d"), _cell(inputs and inputs / secs, "9.2f"), _cell(chunks, "7d"),
+                 _cell(chunks and chunks / secs, "9.2f"), _cell(None if name.startswith("raw") else mb / secs, "7.4f")]
+        print(f"{name:34} " + " ".join(cells))
+    print(f"\nraw encode: {raw_before:.2f} s before and {raw_after:.2f} s after the contextkit run (mean used)")
+    same = report.embedding.model_inputs == len(windows)
+    print(f"contextkit fed the model {report.embedding.model_inputs} inputs for {report.chunks_added} chunks "
+          f"({report.embedding.windowed_texts} chunks windowed, coverage {report.embedding.coverage:.3f}); "
+          f"rebuilt inputs match: {same}")
+    print("contextkit stages (s): " + ", ".join(f"{k} {v:.3f}" for k, v in report.seconds.items()))
+    ratio = raw_s / ck_s
+    res["ratios"] = {"contextkit_over_raw_inputs_per_s": ratio}
+    print(f"\nratio contextkit pipeline / raw encode (model inputs/s): {ratio:.3f}  "
+          f"(goal >= 0.95: {'met' if ratio >= 0.95 else 'NOT met'})")
+    if li:
+        res["llamaindex"] = li
+        res["ratios"]["contextkit_over_llamaindex_mb_s"] = li["seconds"] / ck_s
+        print(f"ratio contextkit / LlamaIndex (MB/s of input): {li['seconds'] / ck_s:.3f}")
+        print(f"  LlamaIndex: {li['chunks']} nodes, {li['vectors']} vectors in FAISS (memory only, no text kept), "
+              f"embed_batch_size {li['embed_batch_size']}, {li['truncated_inputs']} inputs longer than the model's "
+              f"window (silently truncated); contextkit writes SQLite + FAISS to disk and truncates nothing")
+    print(f"no-op re-ingest: {noop_s:.3f} s, {noop.files_unchanged} files unchanged, {noop.chunks_added} chunks added, "
+          f"model loaded {noop_loads} times (goal: < 1 s, 0 loads)")
+    if args.json:
+        args.json.write_text(json.dumps(res, indent=2, default=str))
+        print(f"\nwrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

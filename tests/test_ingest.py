@@ -1,0 +1,113 @@
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from contextkit.index import Index, IndexMismatchError
+from contextkit.ingest import IngestConfig, ingest
+from contextkit.search import search_index
+
+
+def chunk_ids(index_dir: Path) -> list[str]:
+    db = sqlite3.connect(index_dir / "store.sqlite")
+    return sorted(r[0] for r in db.execute("SELECT id FROM chunks"))
+
+
+class TestIngest:
+    def test_ingest_search_and_no_op_rerun(self, tmp_path, small_corpus, embedder):
+        ix = tmp_path / "ix"
+        first = ingest([small_corpus], ix)
+        assert (first.files_new, first.documents, first.failures) == (3, 3, [])
+        assert first.chunks_added == 3 and first.embedding.coverage == 1.0
+        hits = search_index(ix, "how long should dough rise?", k=2)
+        assert hits[0].chunk.doc_id.endswith("cooking.rst")
+        again = ingest([small_corpus], ix)
+        assert (again.files_unchanged, again.files_new, again.chunks_added, again.embedding.model_inputs) == (3, 0, 0, 0)
+
+    def test_only_changed_files_are_redone_and_prune(self, tmp_path, small_corpus, embedder):
+        ix = tmp_path / "ix"
+        ingest([small_corpus], ix)
+        (small_corpus / "bm25.txt").write_text("BM25 is a bag-of-words ranking function.\n", encoding="utf-8")
+        (small_corpus / "faiss.md").unlink()
+        report = ingest([small_corpus], ix)
+        assert (report.files_changed, report.files_unchanged, report.files_removed) == (1, 1, 0)
+        assert any(i.startswith(f"{small_corpus}/faiss.md") for i in chunk_ids(ix))  # kept without --prune
+        report = ingest([small_corpus], ix, prune=True)
+        assert report.files_removed == 1
+        assert not any("faiss.md" in i for i in chunk_ids(ix))
+        with Index.open(ix, read_only=True) as index:
+            assert len(index) == len(chunk_ids(ix)) == 2
+
+    def test_unchanged_text_costs_no_model_call(self, tmp_path, small_corpus, embedder):
+        ix = tmp_path / "ix"
+        ingest([small_corpus], ix)
+        path = small_corpus / "bm25.txt"
+        text = path.read_text(encoding="utf-8")
+        path.write_bytes(b"\xef\xbb\xbf" + text.encode())  # new bytes (a BOM), the same text
+        report = ingest([small_corpus], ix)
+        assert report.files_changed == 1 and report.embedding.cache_hits == 1 and report.embedding.model_inputs == 0
+
+    def test_bad_inputs_are_reported_not_fatal(self, tmp_path, small_corpus, embedder):
+        (small_corpus / "binary.txt").write_bytes(b"\x00\x01\x02binary")
+        (small_corpus / "latin1.md").write_bytes("caf\xe9".encode("latin-1"))
+        (small_corpus / "broken.pdf").write_bytes(b"%PDF-1.4 garbage")
+        report = ingest([small_corpus, tmp_path / "missing"], tmp_path / "ix")
+        reasons = {Path(f.path).name: f.reason for f in report.failures}
+        assert set(reasons) == {"binary.txt", "latin1.md", "broken.pdf", "missing"}
+        assert report.files_new == 3 and not report.nothing_ingested
+
+    def test_settings_must_match_the_index(self, tmp_path, small_corpus, embedder):
+        ingest([small_corpus], tmp_path / "ix", chunk_size=128)
+        with pytest.raises(IndexMismatchError, match="chunk_size"):
+            ingest([small_corpus], tmp_path / "ix", chunk_size=64)
+        with pytest.raises(IndexMismatchError, match="model"):
+            ingest([small_corpus], tmp_path / "ix", model="sentence-transformers/other")
+
+    def test_long_chunks_are_fully_read_by_the_model(self, tmp_path, peps, embedder):
+        folder = tmp_path / "peps"
+        folder.mkdir()
+        (folder / peps[0].name).write_text(peps[0].read_text(encoding="utf-8")[:6000], encoding="utf-8")
+        report = ingest([folder], tmp_path / "ix", IngestConfig(chunk_size=512, chunk_overlap=64))
+        assert report.embedding.windowed_texts > 0 and report.embedding.coverage == 1.0
+
+
+@pytest.mark.slow
+class TestResume:
+    def test_kill_minus_nine_then_rerun_finishes_exactly(self, tmp_path, peps, embedder):
+        corpus = tmp_path / "corpus"
+        corpus.mkdir()
+        for p in peps[:30]:
+            (corpus / p.name).write_text(p.read_text(encoding="utf-8")[:1500], encoding="utf-8")
+        ix = tmp_path / "ix"
+        script = (
+            "import sys; from contextkit.ingest import ingest; "
+            "ingest([sys.argv[1]], sys.argv[2], batch_chunks=1)"
+        )
+        proc = subprocess.Popen([sys.executable, "-c", script, str(corpus), str(ix)], env=os.environ.copy())
+        deadline = time.time() + 240
+        done = 0
+        while time.time() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+            try:
+                done = sqlite3.connect(ix / "store.sqlite", timeout=1).execute("SELECT COUNT(*) FROM files").fetchone()[0]
+            except sqlite3.Error:
+                continue
+            if done >= 5:
+                break
+        assert proc.poll() is None, "ingestion finished before it could be killed"
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        partial = len(chunk_ids(ix))
+        report = ingest([corpus], ix)
+        assert report.files_unchanged >= 5 and report.files_new == 30 - report.files_unchanged
+        fresh = tmp_path / "fresh"
+        ingest([corpus], fresh)
+        assert chunk_ids(ix) == chunk_ids(fresh)  # no duplicate, none missing
+        assert len(chunk_ids(ix)) > partial
+        with Index.open(ix, read_only=True) as index:
+            assert len(index) == len(chunk_ids(ix))
