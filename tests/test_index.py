@@ -56,30 +56,24 @@ class TestIndex:
             assert hit.chunk.id == "b::2" and hit.score == pytest.approx(1.0, abs=1e-5)
             assert {h.chunk.doc_id for h in index.search(vectors["a"][0], k=10)[0]} == {"b"}
 
-    def test_hnsw_recall_against_exact(self, tmp_path):
-        rng = np.random.default_rng(2)
+    @staticmethod
+    def recall_at_10(tmp_path, index_type: str, n: int, seed: int) -> float:
+        """Recall@10 of an approximate index against the exact flat one on the same vectors."""
         with Index.create(tmp_path / "flat", model="m", dim=16) as flat, \
-                Index.create(tmp_path / "hnsw", model="m", dim=16, index_type="hnsw") as hnsw:
-            fill(flat, np.random.default_rng(2), {"a": 2000})
-            fill(hnsw, np.random.default_rng(2), {"a": 2000})
-            queries = unit(rng, 50)
+                Index.create(tmp_path / index_type, model="m", dim=16, index_type=index_type) as approx:
+            fill(flat, np.random.default_rng(seed), {"a": n})
+            fill(approx, np.random.default_rng(seed), {"a": n})
+            approx.save()
+            queries = unit(np.random.default_rng(seed + 100), 50)
             exact = [{h.chunk.id for h in r} for r in flat.search(queries, 10)]
-            approx = [{h.chunk.id for h in r} for r in hnsw.search(queries, 10)]
-        recall = np.mean([len(a & e) / 10 for a, e in zip(approx, exact)])
-        assert recall >= 0.9
+            found = [{h.chunk.id for h in r} for r in approx.search(queries, 10)]
+        return float(np.mean([len(f & e) / 10 for f, e in zip(found, exact)]))
+
+    def test_hnsw_recall_against_exact(self, tmp_path):
+        assert self.recall_at_10(tmp_path, "hnsw", 2000, 2) >= 0.9
 
     def test_ivf_recall_against_exact(self, tmp_path):
-        rng = np.random.default_rng(3)
-        with Index.create(tmp_path / "flat", model="m", dim=16) as flat, \
-                Index.create(tmp_path / "ivf", model="m", dim=16, index_type="ivf") as ivf:
-            fill(flat, np.random.default_rng(3), {"a": 3000})
-            fill(ivf, np.random.default_rng(3), {"a": 3000})
-            ivf.save()
-            queries = unit(rng, 50)
-            exact = [{h.chunk.id for h in r} for r in flat.search(queries, 10)]
-            approx = [{h.chunk.id for h in r} for r in ivf.search(queries, 10)]
-        recall = np.mean([len(a & e) / 10 for a, e in zip(approx, exact)])
-        assert recall >= 0.8
+        assert self.recall_at_10(tmp_path, "ivf", 3000, 3) >= 0.8
 
     def test_stale_faiss_file_is_rebuilt_from_the_store(self, tmp_path):
         rng = np.random.default_rng(4)
