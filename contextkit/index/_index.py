@@ -218,7 +218,7 @@ class Index:
             quantizer = faiss.IndexFlatIP(self.manifest.dim)
             ivf = faiss.IndexIVFFlat(quantizer, self.manifest.dim, nlist, faiss.METRIC_INNER_PRODUCT)
             ivf.train(vecs)
-            ivf.nprobe = max(1, nlist // 8)
+            ivf.nprobe = min(nlist, max(16, nlist // 4))  # recall first; users may lower it
             index = faiss.IndexIDMap2(ivf)
         else:
             index = self._new_faiss()
