@@ -45,6 +45,7 @@ def ingest(
     overlap: Annotated[Optional[int], typer.Option(help="max tokens shared by neighbours [default: 32]")] = None,
     tokenizer: Annotated[Optional[str], typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = None,
     model: Annotated[Optional[str], typer.Option(help="sentence-transformers model name or path [default: all-MiniLM-L6-v2]")] = None,
+    header: Annotated[Optional[str], typer.Option(help="metadata embedded above each chunk, e.g. '{title}' (counted in --chunk-size)")] = None,
     glob: Annotated[Optional[str], typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
     workers: Annotated[int, typer.Option(help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
@@ -65,7 +66,7 @@ def ingest(
         raise _fail(f"--index-type must be flat, hnsw or ivf, not {index_type!r}", 2)
     try:
         config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=model,
-                              glob=glob, workers=workers, prune=prune, index_type=index_type)
+                              header=header, glob=glob, workers=workers, prune=prune, index_type=index_type)
     except ValueError as exc:
         raise _fail(str(exc), 2) from None
     try:
@@ -88,11 +89,12 @@ class _IngestProgress:
         self.disabled = disabled
         self.progress = Progress(
             TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[chunks]} chunks · {task.fields[tokens]} tokens · {task.fields[rate]} chunks/s"),
+            TextColumn("{task.fields[chunks]} chunks · {task.fields[tokens]} tokens · "
+                       "{task.fields[embedded]} embedded · {task.fields[rate]} chunks/s"),
             TimeElapsedColumn(), console=err, disable=disabled,
         )
         self.task = None
-        self.chunks = self.tokens = 0
+        self.chunks = self.tokens = self.embedded = 0
 
     def __enter__(self) -> _IngestProgress:
         self.progress.start()
@@ -103,16 +105,18 @@ class _IngestProgress:
 
     def update(self, event) -> None:
         if event.kind == "plan":
-            self.task = self.progress.add_task("files", total=event.files, chunks=0, tokens=0, rate=0)
+            self.task = self.progress.add_task("files", total=event.files, chunks=0, tokens=0, embedded=0, rate=0)
             return
         if self.task is None:
             return
         if event.kind == "file":
             self.chunks += event.chunks
             self.tokens += event.tokens
+        elif event.kind == "embedded":
+            self.embedded += event.chunks
         elapsed = self.progress.tasks[0].elapsed or 1e-9
         self.progress.update(self.task, advance=event.files, chunks=self.chunks, tokens=self.tokens,
-                             rate=f"{self.chunks / elapsed:.0f}")
+                             embedded=self.embedded, rate=f"{self.embedded / elapsed:.1f}")
 
 
 def _print_ingest_report(report) -> None:
@@ -237,7 +241,8 @@ def demo(
     corpus = index.with_name(index.name + "-corpus")
     n = write_demo_corpus(corpus)
     err.print(f"demo corpus: {n} modules' docstrings in {corpus}/")
-    ingest(paths=[corpus], index=index, chunk_size=None, overlap=None, tokenizer=None, model=None, glob=None,
+    ingest(paths=[corpus], index=index, chunk_size=None, overlap=None, tokenizer=None, model=None, header=None,
+           glob=None,
            workers=1, prune=True, index_type="flat", strict=False, as_json=False, quiet=False)
     for q in query or DEMO_QUERIES:
         search(q, index=index, k=3, as_json=False)

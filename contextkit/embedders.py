@@ -179,33 +179,30 @@ class Embedder:
                 todo.append(i)
         if cached and progress:
             progress(report.cache_hits)
-        if todo:
-            vectors = self._embed_uncached([texts[i] for i in todo], report, progress)
-            out[todo] = vectors
+        # Slices, each cached as soon as it is embedded: a crash mid-way through a large
+        # file loses at most one slice of model work.
+        step = max(self.batch_size * 8, 256)
+        for lo in range(0, len(todo), step):
+            part = todo[lo : lo + step]
+            vectors = self._embed_uncached([texts[i] for i in part], report)
+            out[part] = vectors
             if self.cache is not None:
-                self.cache.put_vectors({keys[i]: vectors[j] for j, i in enumerate(todo)})
+                self.cache.put_vectors({keys[i]: vectors[j] for j, i in enumerate(part)})
+            if progress:
+                progress(len(part))
         self.report.add(report)
         self.last_report = report
         return out
 
-    def _embed_uncached(self, texts: list[str], report: EmbeddingReport, progress) -> Any:
+    def _embed_uncached(self, texts: list[str], report: EmbeddingReport) -> Any:
         import numpy as np
 
         pieces, owner, weights = self._windows(texts, report)
         report.model_inputs += len(pieces)
-        vectors = np.zeros((len(pieces), self.dim), dtype=np.float32)
-        step = max(self.batch_size * 8, 256)
-        done_texts = 0
-        for lo in range(0, len(pieces), step):
-            hi = min(lo + step, len(pieces))
-            vectors[lo:hi] = self.model.encode(
-                pieces[lo:hi], batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                show_progress_bar=False,
-            )
-            if progress:
-                finished = int(owner[hi - 1]) + (1 if hi == len(pieces) else 0)
-                progress(finished - done_texts)
-                done_texts = finished
+        vectors = self.model.encode(
+            pieces, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
+            show_progress_bar=False,
+        ).astype(np.float32, copy=False)
         if len(pieces) == len(texts):
             return vectors
         fused = np.zeros((len(texts), self.dim), dtype=np.float32)

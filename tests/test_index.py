@@ -138,3 +138,29 @@ class TestIndex:
         db = sqlite3.connect(tmp_path / "ix" / "store.sqlite")
         assert db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0] == 3
         assert not list((tmp_path / "ix").glob("*.pkl"))
+
+
+class TestIndexUpsert:
+    def test_upsert_replaces_and_delete_removes(self, tmp_path):
+        from contextkit.records import Document
+
+        rng = np.random.default_rng(7)
+        doc = Document(id="doc", text="x" * 60, source="mem")
+        with Index.create(tmp_path / "ix", model="m", dim=16) as index:
+            index.upsert(doc, make_chunks("doc", 4), unit(rng, 4))
+            index.upsert(doc, make_chunks("doc", 2), unit(rng, 2))  # the new version replaces the old
+            assert len(index) == 2 and index.documents() == ["doc"]
+            assert index.delete("doc") == 2 and len(index) == 0
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            assert len(index) == 0 and index.documents() == []
+
+    def test_failed_upsert_leaves_the_previous_state(self, tmp_path):
+        from contextkit.records import Document
+
+        rng = np.random.default_rng(8)
+        doc = Document(id="doc", text="x" * 60)
+        with Index.create(tmp_path / "ix", model="m", dim=16) as index:
+            index.upsert(doc, make_chunks("doc", 3), unit(rng, 3))
+            with pytest.raises(ValueError):
+                index.upsert(doc, make_chunks("doc", 2), unit(rng, 5))  # vectors do not match the chunks
+            assert len(index) == 3 and len(index.store.chunks_of("doc")) == 3

@@ -17,7 +17,7 @@ two versions.
 from __future__ import annotations
 
 import fcntl
-import json
+import hashlib
 import logging
 import os
 import time
@@ -30,7 +30,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from contextkit.index._store import RecordStore
-from contextkit.records import Chunk, ScoredChunk
+from contextkit.records import Chunk, Document, ScoredChunk
 
 __all__ = ["Index", "IndexFolderError", "IndexLockedError", "IndexManifest", "IndexMismatchError"]
 
@@ -267,6 +267,42 @@ class Index:
         removed = self.store.delete_document(doc_id)
         self.remove_vectors(removed)
         return len(removed)
+
+    def upsert(self, document: Document, chunks: Sequence[Chunk], vectors: np.ndarray,
+               vector_keys: Sequence[str] | None = None) -> None:
+        """Replace one document and its chunks, in one transaction of its own.
+
+        ``vector_keys`` are the embedder's cache keys (:meth:`Embedder.cache_key`);
+        without them each vector is keyed by its chunk id and text, so vectors
+        from elsewhere never collide.
+        """
+        keys = list(vector_keys) if vector_keys is not None else [
+            f"{c.id}@{hashlib.sha256(c.embedding_text.encode('utf-8', 'surrogatepass')).hexdigest()}" for c in chunks
+        ]
+        self.begin()
+        try:
+            self.delete_document(document.id)
+            digest = hashlib.sha256(document.text.encode("utf-8", "surrogatepass")).hexdigest()
+            self.store.put_document(document.id, None, document.source, digest, len(document.text), document.metadata)
+            self.add_chunks(chunks, np.asarray(vectors, dtype=np.float32), keys)
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+
+    def delete(self, doc_id: str) -> int:
+        """Delete one document and its chunks, in one transaction; returns how many chunks went."""
+        self.begin()
+        try:
+            removed = self.delete_document(doc_id)
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+        return removed
+
+    def documents(self) -> list[str]:
+        return self.store.document_ids()
 
     def delete_file(self, path: str) -> int:
         removed = self.store.delete_file(path)
