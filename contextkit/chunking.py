@@ -16,6 +16,7 @@ import logging
 import string
 from collections.abc import Callable, Iterable, Sequence
 import multiprocessing
+from functools import lru_cache
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
@@ -213,14 +214,10 @@ def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
     valid = ends >= 0
     pos = np.concatenate(([0], ends[valid]))
     tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
-    n = len(text)
-    stable_pos = tokenizer.stable_boundaries(text, cp)
-    if stable_pos is None:
-        stable = np.zeros(len(pos), dtype=bool)
-    else:
-        stable = np.isin(pos, stable_pos, assume_unique=False)
+    mask = tokenizer.stable_mask(text, cp)
+    stable = np.zeros(len(pos), dtype=bool) if mask is None else mask[pos]
     stable[0] = True
-    stable[pos == n] = True
+    stable[pos == len(text)] = True
     # Stable cuts rank 2..5 by boundary level; an unstable cut still prefers a
     # newline or a sentence end over a bare token cut but ranks below them all.
     lv = _levels(cp, pos)
@@ -228,19 +225,32 @@ def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
     return pos, tix, level, stable
 
 
+@lru_cache(maxsize=1)
+def _tables():
+    """Lookup tables over the Basic Multilingual Plane (other planes map to "no")."""
+    import numpy as np
+
+    sentence_end = np.zeros(0x10000, dtype=bool)
+    closer = np.zeros(0x10000, dtype=bool)
+    sentence_end[_SENTENCE_END] = True
+    closer[_CLOSERS] = True
+    return sentence_end, closer
+
+
 def _levels(cp, pos):
     """Boundary level of each cut position (paragraph > sentence > line > word)."""
     import numpy as np
 
-    n = len(cp)
-    p = np.clip(pos, 0, n)
-    at = lambda k: np.where((p + k >= 0) & (p + k < n), cp[np.clip(p + k, 0, max(n - 1, 0))], 0)  # noqa: E731
-    prev1, prev2, prev3, here = at(-1), at(-2), at(-3), at(0)
+    sentence_end, closer = _tables()
+    padded = np.zeros(len(cp) + 4, dtype=np.uint32)  # three zeros before, one after
+    padded[3 : 3 + len(cp)] = cp
+    prev1, prev2, prev3, here = padded[pos + 2], padded[pos + 1], padded[pos], padded[pos + 3]
+    bmp1, bmp2 = np.minimum(prev1, 0xFFFF), np.minimum(prev2, 0xFFFF)
     newline = prev1 == 0x0A
     paragraph = newline & ((prev2 == 0x0A) | ((prev2 == 0x0D) & (prev3 == 0x0A)))
-    ends = np.isin(prev1, _SENTENCE_END) | (np.isin(prev1, _CLOSERS) & np.isin(prev2, _SENTENCE_END))
+    ends = sentence_end[bmp1] | (closer[bmp1] & sentence_end[bmp2])
     sentence = ends & ((here == 0x20) | (here == 0x0A) | (prev1 >= 0x3000))
-    level = np.full(len(p), WORD, dtype=np.int8)
+    level = np.full(len(pos), WORD, dtype=np.int8)
     level[newline] = LINE
     level[sentence] = SENTENCE
     level[paragraph] = PARAGRAPH

@@ -67,6 +67,10 @@ class Tokenizer(ABC):
         an emoji) reports -1: no cut may fall there.
         """
 
+    def stable_mask(self, text: str, code_points: np.ndarray | None = None) -> np.ndarray | None:
+        """``mask[p]`` for ``p`` in ``0..len(text)``: see :meth:`stable_boundaries`."""
+        return None
+
     def stable_boundaries(self, text: str, code_points: np.ndarray | None = None) -> np.ndarray | None:
         """Character positions where a cut never changes the tokenization.
 
@@ -75,7 +79,10 @@ class Tokenizer(ABC):
         token counts come from the one full encoding. ``None`` means the tokenizer
         offers no such guarantee and the chunker must verify by re-encoding.
         """
-        return None
+        import numpy as np
+
+        mask = self.stable_mask(text, code_points)
+        return None if mask is None else np.flatnonzero(mask)
 
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name}
@@ -244,13 +251,10 @@ class TiktokenTokenizer(Tokenizer):
         ends[~at_char[byte_ends]] = -1
         return ids, ends
 
-    def stable_boundaries(self, text: str, code_points=None):
+    def stable_mask(self, text: str, code_points=None):
         if self.name not in _STABLE_ENCODINGS:
             return None
-        import numpy as np
-
-        cp = _code_points(text) if code_points is None else code_points
-        return np.flatnonzero(_stable_mask(cp))
+        return _stable_mask(_code_points(text) if code_points is None else code_points)
 
 
 # ------------------------------------------------------------------- Hugging Face
