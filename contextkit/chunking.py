@@ -89,6 +89,8 @@ class TokenChunker:
         )
         self._header_fn = header if callable(header) else None
         self.tokenizer = get_tokenizer(tokenizer)
+        self._pool: ProcessPoolExecutor | None = None
+        self._pool_size = 0
 
     # ------------------------------------------------------------------ API
     @property
@@ -153,18 +155,46 @@ class TokenChunker:
     def chunk_many(self, documents: Iterable[Document], workers: int = 1) -> list[list[Chunk]]:
         """Chunk many documents, in ``workers`` processes when ``workers > 1``.
 
-        Processes, not threads: tiktoken holds the GIL while it encodes. Workers
-        are spawned (never forked, which is unsafe once torch has started threads)
-        and each builds its own chunker from :meth:`to_dict`.
+        Processes, not threads: the chunker's Python and NumPy steps hold the GIL.
+        Workers are spawned (never forked, which is unsafe once torch has started
+        threads), each builds its own chunker from :meth:`to_dict`, and the pool is
+        kept for later calls until :meth:`close`. Output equals the serial output.
         """
         docs = list(documents)
         if workers <= 1 or len(docs) < 2 or self._header_fn is not None:
             return [self.chunk(d) for d in docs]
-        ctx = multiprocessing.get_context("spawn")
-        batch = max(1, min(64, len(docs) // (workers * 4)))
-        with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker, initargs=(self.to_dict(),)) as pool:
-            plans = list(pool.map(_plan_in_worker, docs, chunksize=batch))
+        pool = self._get_pool(workers)
+        batch = max(1, min(32, len(docs) // (workers * 4)))
+        plans = list(pool.map(_plan_in_worker, docs, chunksize=batch))
         return [self._build(doc, head, plan) for doc, (head, plan) in zip(docs, plans)]
+
+    def _get_pool(self, workers: int) -> ProcessPoolExecutor:
+        if self._pool is not None and self._pool_size != workers:
+            self.close()
+        if self._pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(workers, mp_context=ctx, initializer=_init_worker,
+                                             initargs=(self.to_dict(),))
+            self._pool_size = workers
+        return self._pool
+
+    def close(self) -> None:
+        """Stop the worker processes of :meth:`chunk_many`, if any."""
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> TokenChunker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
+        try:
+            self.close()
+        except Exception:
+            pass
 
     # ------------------------------------------------------------ internals
     def _render_header(self, doc: Document, override: str | None) -> str:

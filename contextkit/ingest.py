@@ -184,6 +184,7 @@ def ingest(
         with clock("save"):
             index.save()
     finally:
+        chunker.close()
         index.close()
     report.embedding = embedder.report
     report.seconds = clock.totals

@@ -104,8 +104,12 @@ class TestTokenChunker:
 
     def test_parallel_equals_serial(self, peps):
         docs = [Document(id=p.name, text=p.read_text(encoding="utf-8")) for p in peps[:12]]
-        chunker = TokenChunker(256, 32)
-        assert chunker.chunk_many(docs, workers=2) == chunker.chunk_many(docs, workers=1)
+        with TokenChunker(256, 32) as chunker:
+            serial = chunker.chunk_many(docs, workers=1)
+            assert chunker.chunk_many(docs, workers=2) == serial
+            assert chunker.chunk_many(docs[::-1], workers=2) == serial[::-1]  # the pool is reused
+            assert chunker._pool is not None
+        assert chunker._pool is None
 
     def test_to_dict_round_trip(self):
         chunker = TokenChunker(128, 16, tokenizer="o200k_base", header="{title}\n")
