@@ -156,18 +156,21 @@ class Embedder:
 
     # ---------------------------------------------------------- embedding
     def embed(
-        self, texts: Sequence[str], progress: Callable[[int], None] | None = None
+        self, texts: Sequence[str], progress: Callable[[int], None] | None = None,
+        keys: Sequence[str] | None = None,
     ) -> Any:
         """Normalised float32 vectors, one row per text.
 
-        ``progress`` is called with the number of texts finished as batches complete.
+        ``progress`` is called with the number of texts finished as batches complete;
+        ``keys`` are the texts' :meth:`cache_key` values when the caller has them.
         """
         import numpy as np
 
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         report = EmbeddingReport(texts=len(texts))
-        keys = [self.cache_key(t) for t in texts] if self.cache is not None else []
+        if self.cache is not None and keys is None:
+            keys = [self.cache_key(t) for t in texts]
         cached = self.cache.get_vectors(keys) if self.cache is not None else {}
         todo = []
         for i, text in enumerate(texts):

@@ -115,7 +115,8 @@ class _Pending:
     is_new: bool = True
 
 
-def _open_index(index_dir: Path, config: IngestConfig) -> tuple[Index, Embedder, TokenChunker]:
+def _open_index(index_dir: Path, config: IngestConfig,
+                given: Embedder | None = None) -> tuple[Index, Embedder, TokenChunker]:
     if Index.exists(index_dir):
         index = Index.open(index_dir)
         try:
@@ -125,8 +126,13 @@ def _open_index(index_dir: Path, config: IngestConfig) -> tuple[Index, Embedder,
                 raise IndexMismatchError(
                     f"{index_dir}: built with model {recorded_model!r}, not {config.model!r}; use a new index"
                 )
-            embedder = Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
-                                long_text=index.manifest.embedder.get("long_text", "window"), cache=index.store)
+            if given is not None and given.model_name != recorded_model:
+                raise IndexMismatchError(
+                    f"{index_dir}: built with model {recorded_model!r}, the embedder given is {given.model_name!r}"
+                )
+            embedder = given or Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
+                                         long_text=index.manifest.embedder.get("long_text", "window"))
+            embedder.cache = index.store
             chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
         except BaseException:
             index.close()
@@ -134,7 +140,7 @@ def _open_index(index_dir: Path, config: IngestConfig) -> tuple[Index, Embedder,
         return index, embedder, chunker
     chunk_cfg = config.chunker_config(None)
     chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name
-    embedder = Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
+    embedder = given or Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
     index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
                          tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type)
     embedder.cache = index.store
@@ -146,11 +152,14 @@ def ingest(
     index_dir: str | Path,
     config: IngestConfig | None = None,
     progress: Callable[[IngestEvent], None] | None = None,
+    embedder: Embedder | None = None,
     **overrides: Any,
 ) -> IngestReport:
     """Ingest files and folders into the index at ``index_dir`` (created if missing).
 
-    Bad inputs never stop the run: they are listed in ``report.failures``.
+    Bad inputs never stop the run: they are listed in ``report.failures``. Pass an
+    ``embedder`` to reuse a loaded model across calls (a notebook, a service);
+    it must be the index's model.
     """
     config = (config or IngestConfig()).model_copy(update=overrides)
     notify = progress or (lambda event: None)
@@ -161,8 +170,9 @@ def ingest(
         sources, errors = discover_files(paths, config.glob)
     report.failures += [FileFailure(path=e.path, reason=e.reason) for e in errors]
     report.files_seen = len(sources)
+    given_cache = embedder.cache if embedder is not None else None
     with clock("open"):
-        index, embedder, chunker = _open_index(index_dir, config)
+        index, embedder, chunker = _open_index(index_dir, config, embedder)
     try:
         known = index.store.file_hashes()
         todo: list[_Pending] = []
@@ -186,45 +196,67 @@ def ingest(
     finally:
         chunker.close()
         index.close()
-    report.embedding = embedder.report
+        embedder.cache = given_cache  # the store is closed; a caller's embedder gets its own cache back
     report.seconds = clock.totals
     return report
 
 
 def _run_batches(todo, index, embedder, chunker, config, report, notify, clock) -> None:
+    """Load files in groups, chunk each group at once (in parallel with ``workers``), commit in batches."""
     batch: list[_Pending] = []
-    pending_chunks = 0
-    for item in todo:
+    group: list[_Pending] = []
+    group_chars = 0
+    # Enough text per group to keep every chunking worker busy, bounded for memory.
+    group_target = config.batch_chunks * 4 * 256 * max(1, config.workers)
+    for position, item in enumerate(todo):
         with clock("load"):
             result = load_file(item.source)
         report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
-        if not result.documents and result.errors:
-            continue
-        item.documents = result.documents
-        with clock("chunk"):
-            try:
-                per_doc = chunker.chunk_many(result.documents, workers=config.workers)
-            except ValueError as exc:  # e.g. a header too large for the chunk size
-                report.failures.append(FileFailure(path=item.source.doc_id, reason=str(exc)))
-                continue
-        item.chunks = [c for chunks in per_doc for c in chunks]
-        report.empty_documents += sum(1 for chunks in per_doc if not chunks)
-        batch.append(item)
-        pending_chunks += len(item.chunks)
-        if pending_chunks >= config.batch_chunks:
-            _commit_batch(batch, index, embedder, report, notify, clock)
-            batch, pending_chunks = [], 0
+        if result.documents or not result.errors:
+            item.documents = result.documents
+            group.append(item)
+            group_chars += sum(len(d.text) for d in result.documents)
+        if group and (group_chars >= group_target or position == len(todo) - 1):
+            with clock("chunk"):
+                batch += _chunk_group(group, chunker, config.workers, report)
+            group, group_chars = [], 0
+            if sum(len(i.chunks) for i in batch) >= config.batch_chunks or position == len(todo) - 1:
+                _commit_batch(batch, index, embedder, report, notify, clock)
+                batch = []
     if batch:
         _commit_batch(batch, index, embedder, report, notify, clock)
+
+
+def _chunk_group(group: list[_Pending], chunker: TokenChunker, workers: int, report: IngestReport) -> list[_Pending]:
+    docs = [d for item in group for d in item.documents]
+    try:
+        per_doc = chunker.chunk_many(docs, workers=workers)
+    except ValueError:  # a header too large for some document: find it, keep the others
+        if len(group) == 1:
+            item = group[0]
+            try:
+                per_doc = [chunker.chunk(d) for d in item.documents]
+            except ValueError as exc:
+                report.failures.append(FileFailure(path=item.source.doc_id, reason=str(exc)))
+                return []
+        else:
+            return [ok for item in group for ok in _chunk_group([item], chunker, 1, report)]
+    it = iter(per_doc)
+    for item in group:
+        chunks_per_doc = [next(it) for _ in item.documents]
+        item.chunks = [c for chunks in chunks_per_doc for c in chunks]
+        report.empty_documents += sum(1 for chunks in chunks_per_doc if not chunks)
+    return group
 
 
 def _commit_batch(batch: list[_Pending], index: Index, embedder: Embedder, report: IngestReport, notify,
                   clock) -> None:
     chunks = [c for item in batch for c in item.chunks]
     texts = [c.embedding_text for c in chunks]
-    with clock("embed"):
-        vectors = embedder.embed(texts, progress=lambda n: notify(IngestEvent("embedded", chunks=n)))
     keys = [embedder.cache_key(t) for t in texts]
+    with clock("embed"):  # the embedder's cache is the index store: it commits each slice of vectors
+        vectors = embedder.embed(texts, progress=lambda n: notify(IngestEvent("embedded", chunks=n)), keys=keys)
+    report.embedding.add(embedder.last_report)
     with clock("store"):
         index.begin()
         try:
@@ -235,7 +267,8 @@ def _commit_batch(batch: list[_Pending], index: Index, embedder: Embedder, repor
                 for doc in item.documents:
                     index.store.put_document(doc.id, key, doc.source, item.sha256, len(doc.text), doc.metadata)
                 n = len(item.chunks)
-                index.add_chunks(item.chunks, vectors[offset : offset + n], keys[offset : offset + n])
+                index.add_chunks(item.chunks, vectors[offset : offset + n], keys[offset : offset + n],
+                                 store_vectors=False)
                 offset += n
                 index.store.put_file(key, item.sha256, item.size, len(item.documents))
             index.commit()

@@ -10,6 +10,7 @@ cache) and the copy that ``llama-index-core`` ships for ``cl100k_base`` and
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import tempfile
 import threading
@@ -95,12 +96,13 @@ def _tiktoken_cache_dirs() -> list[Path]:
     dirs = [os.environ.get("TIKTOKEN_CACHE_DIR"), os.environ.get("DATA_GYM_CACHE_DIR")]
     found = [Path(d) for d in dirs if d]
     found.append(Path(tempfile.gettempdir()) / "data-gym-cache")
+    # Locate llama-index-core's copy without importing it (its import takes seconds).
     try:
-        import llama_index.core as lic
-
-        found.append(Path(lic.__file__).parent / "_static" / "tiktoken_cache")
-    except ImportError:  # pragma: no cover - llama-index-core is a dependency
-        pass
+        spec = importlib.util.find_spec("llama_index.core")
+    except (ImportError, ValueError):  # pragma: no cover - llama-index-core is a dependency
+        spec = None
+    for folder in (spec.submodule_search_locations or []) if spec else []:
+        found.append(Path(folder) / "_static" / "tiktoken_cache")
     return found
 
 

@@ -111,3 +111,21 @@ class TestResume:
         assert len(chunk_ids(ix)) > partial
         with Index.open(ix, read_only=True) as index:
             assert len(index) == len(chunk_ids(ix))
+
+
+class TestIngestReuse:
+    def test_a_loaded_embedder_is_reused_and_reports_per_run(self, tmp_path, small_corpus, embedder):
+        first = ingest([small_corpus], tmp_path / "a", embedder=embedder)
+        second = ingest([small_corpus], tmp_path / "b", embedder=embedder)
+        assert first.embedding.texts == second.embedding.texts == 3  # not accumulated across runs
+        assert second.embedding.cache_hits == 0  # each index is its own cache
+        assert embedder.cache is None  # the closed index store is not left behind
+
+    def test_workers_chunk_folders_in_parallel_with_the_same_result(self, tmp_path, peps, embedder):
+        folder = tmp_path / "peps"
+        folder.mkdir()
+        for p in peps[:6]:
+            (folder / p.name).write_text(p.read_text(encoding="utf-8")[:1200], encoding="utf-8")
+        ingest([folder], tmp_path / "one", embedder=embedder)
+        ingest([folder], tmp_path / "two", embedder=embedder, workers=2)
+        assert chunk_ids(tmp_path / "one") == chunk_ids(tmp_path / "two")

@@ -242,11 +242,17 @@ class Index:
         self.store.rollback()
         self._rebuild()  # in-memory FAISS may hold the rolled-back changes
 
-    def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, vector_keys: Sequence[str]) -> None:
-        """Add chunks and their vectors (inside :meth:`begin`/:meth:`commit`)."""
+    def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, vector_keys: Sequence[str],
+                   store_vectors: bool = True) -> None:
+        """Add chunks and their vectors (inside :meth:`begin`/:meth:`commit`).
+
+        ``store_vectors=False`` when the vectors are already in the store under
+        ``vector_keys`` (the embedder's cache wrote them).
+        """
         if len(chunks) != len(vectors) or (len(vectors) and vectors.shape[1] != self.manifest.dim):
             raise ValueError(f"{len(chunks)} chunks, vectors of shape {vectors.shape}, index dim {self.manifest.dim}")
-        self.store.put_vectors({k: v for k, v in zip(vector_keys, vectors)})
+        if store_vectors:
+            self.store.put_vectors({k: v for k, v in zip(vector_keys, vectors)})
         rowids = self.store.add_chunks(chunks, vector_keys)
         if self.manifest.index_type == "flat":
             self._faiss.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(rowids, np.int64))
