@@ -29,6 +29,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._store import RecordStore
 from contextkit.records import Chunk, Document, ScoredChunk
 
@@ -63,6 +64,7 @@ class IndexManifest(BaseModel):
     chunker: dict[str, Any] = Field(default_factory=dict)
     index_type: IndexType = "flat"
     metric: Literal["ip"] = "ip"
+    bm25: dict[str, Any] = Field(default_factory=lambda: BM25Config().model_dump())
     generation: int = 0
     counts: dict[str, int] = Field(default_factory=dict)
     created_at: str = ""
@@ -101,6 +103,8 @@ class Index:
         self._faiss: Any = None
         self._dirty = False  # FAISS in memory differs from the file on disk
         self._rebuild_needed = False
+        self._bm25: BM25Index | None = None
+        self._bm25_dirty = False
 
     # ----------------------------------------------------------- lifecycle
     @classmethod
@@ -258,7 +262,7 @@ class Index:
             self._faiss.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(rowids, np.int64))
         else:
             self._rebuild_needed = True
-        self._dirty = True
+        self._dirty = self._bm25_dirty = True
 
     def remove_vectors(self, rowids: Sequence[int]) -> None:
         if not rowids:
@@ -267,7 +271,7 @@ class Index:
             self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
         else:
             self._rebuild_needed = True
-        self._dirty = True
+        self._dirty = self._bm25_dirty = True
 
     def delete_document(self, doc_id: str) -> int:
         removed = self.store.delete_document(doc_id)
@@ -328,6 +332,11 @@ class Index:
         with open(tmp, "rb") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp, self.path / "vectors.faiss")
+        bm25 = self._bm25 if self._bm25 is not None else BM25Index.load(self.path / "bm25")
+        if self._bm25_dirty or bm25 is None or bm25.generation != gen:
+            self._bm25 = self._build_bm25(gen)
+            self._bm25.save(self.path / "bm25")
+            self._bm25_dirty = False
         self.manifest.generation = gen
         self.manifest.counts = self.store.counts()
         self.manifest.updated_at = _now()
@@ -337,6 +346,29 @@ class Index:
     def _check_writable(self) -> None:
         if self.read_only:
             raise IndexFolderError(f"{self.path}: opened read-only")
+
+    def _build_bm25(self, generation: int) -> BM25Index:
+        rowids, texts = [], []
+        for ids, batch in self.store.iter_chunk_texts():
+            rowids.append(ids)
+            texts += batch
+        bm25 = BM25Index(BM25Config(**self.manifest.bm25))
+        bm25.build(np.concatenate(rowids) if rowids else np.zeros(0, np.int64), texts, generation)
+        return bm25
+
+    @property
+    def bm25(self) -> BM25Index:
+        """The BM25 side, loaded on first use and rebuilt if it lags the store."""
+        gen = self.store.generation()
+        if self._bm25 is None or self._bm25.generation != gen or self._bm25_dirty:
+            loaded = None if self._bm25_dirty else BM25Index.load(self.path / "bm25")
+            if loaded is None or loaded.generation != gen:
+                log.warning("%s: BM25 folder is missing or behind the store; rebuilding", self.path)
+                loaded = self._build_bm25(gen)
+                if not self.read_only and not self.store.db.in_transaction:
+                    loaded.save(self.path / "bm25")
+            self._bm25, self._bm25_dirty = loaded, False
+        return self._bm25
 
     # -------------------------------------------------------------- reading
     def __len__(self) -> int:

@@ -172,6 +172,34 @@ class RecordStore:
             vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
             yield ids, vecs
 
+    def iter_chunk_texts(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, list[str]]]:
+        """``(rowids, header + text)`` of every chunk, in batches: what a BM25 rebuild reads."""
+        cur = self.db.execute("SELECT rowid, header || text FROM chunks ORDER BY rowid")
+        while rows := cur.fetchmany(batch):
+            yield np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), [r[1] for r in rows]
+
+    def vectors_by_rowid(self, rowids: Sequence[int]) -> np.ndarray:
+        """The stored vectors of these chunks, in the order given."""
+        ids = [int(i) for i in rowids]
+        found: dict[int, bytes] = {}
+        for lo in range(0, len(ids), 500):
+            part = ids[lo : lo + 500]
+            marks = ",".join("?" * len(part))
+            sql = f"SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.key = c.vector_key WHERE c.rowid IN ({marks})"
+            found.update(self.db.execute(sql, part))
+        if not ids:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.frombuffer(b"".join(found[i] for i in ids), dtype=np.float32).reshape(len(ids), self.dim)
+
+    def rowids_where(self, where: str, params: Sequence[Any]) -> np.ndarray:
+        """Rowids of the chunks matching a SQL condition over ``chunks c`` joined to ``documents d``."""
+        sql = f"SELECT c.rowid FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE {where}"
+        return np.fromiter((r[0] for r in self.db.execute(sql, list(params))), dtype=np.int64)
+
+    def metadata_fields(self) -> set[str]:
+        rows = self.db.execute("SELECT DISTINCT j.key FROM chunks c, json_each(c.metadata) j")
+        return {r[0] for r in rows}
+
     # ---------------------------------------------------- vectors (and cache)
     def get_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}

@@ -1,0 +1,149 @@
+"""The retriever interface: ``retrieve(query, k, filters=None) -> list[ScoredChunk]``.
+
+Every retriever shares the same options, applied in the same order: metadata
+filters (applied inside the search, so ``k`` results come back even when few
+chunks match), a minimum score, maximal marginal relevance for diversity, and an
+optional reranker.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextkit.records import ScoredChunk
+
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.index import Index
+    from contextkit.retrievers.rerank import Reranker
+
+__all__ = ["Filters", "RetrievalError", "Retriever"]
+
+
+class RetrievalError(ValueError):
+    """A retrieval request that cannot be served (the message says why)."""
+
+
+class Filters(BaseModel):
+    """Which chunks may be returned. All given conditions must hold."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source_glob: str | None = Field(None, description="glob over the document id or its source path, e.g. 'docs/*.md'")
+    doc_ids: list[str] | None = None
+    metadata: dict[str, str | int | float | bool] = Field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, pairs: list[str]) -> Filters:
+        """From CLI ``key=value`` pairs: ``source=GLOB``, ``doc_id=ID`` (repeatable), else metadata."""
+        source, doc_ids, meta = None, [], {}
+        for pair in pairs:
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise RetrievalError(f"filter {pair!r} is not key=value")
+            if key == "source":
+                source = value
+            elif key == "doc_id":
+                doc_ids.append(value)
+            else:
+                meta[key] = json.loads(value) if value in ("true", "false") or _is_number(value) else value
+        return cls(source_glob=source, doc_ids=doc_ids or None, metadata=meta)
+
+    def is_empty(self) -> bool:
+        return self.source_glob is None and self.doc_ids is None and not self.metadata
+
+    def allowed_rowids(self, index: Index) -> np.ndarray:
+        """The chunk rowids these filters allow (checked against the index's fields)."""
+        where, params = ["1"], []
+        if self.doc_ids is not None:
+            where.append(f"c.doc_id IN ({','.join('?' * len(self.doc_ids))})")
+            params += self.doc_ids
+        if self.metadata:
+            known = index.store.metadata_fields()
+            unknown = sorted(set(self.metadata) - known)
+            if unknown:
+                raise RetrievalError(
+                    f"unknown filter field(s) {', '.join(unknown)}; fields in this index: "
+                    f"{', '.join(sorted(known)) or 'none'} (and source=GLOB, doc_id=ID)"
+                )
+            for key, value in self.metadata.items():
+                where.append("json_extract(c.metadata, ?) = ?")
+                params += [f'$."{key}"', int(value) if isinstance(value, bool) else value]
+        rowids = index.store.rowids_where(" AND ".join(where), params)
+        if self.source_glob is not None:
+            rows = index.store.db.execute(
+                "SELECT c.rowid, c.doc_id, d.source FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id"
+            )
+            keep = {r for r, doc_id, source in rows if fnmatch.fnmatchcase(doc_id, self.source_glob)
+                    or fnmatch.fnmatchcase(source or "", self.source_glob)}
+            rowids = rowids[np.isin(rowids, np.fromiter(keep, dtype=np.int64, count=len(keep)))]
+        return rowids
+
+
+def _is_number(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+class Retriever(ABC):
+    """Base class: subclasses implement :meth:`_candidates`; the options live here.
+
+    Constructor values are defaults that a :meth:`retrieve` call may override.
+    """
+
+    def __init__(self, index: Index, *, min_score: float | None = None, mmr: float | None = None,
+                 reranker: Reranker | None = None, candidates: int = 100) -> None:
+        self.index = index
+        self.min_score = min_score
+        self.mmr = mmr
+        self.reranker = reranker
+        self.candidates = candidates
+
+    @abstractmethod
+    def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        """``(rowid, score)`` pairs, best first, at most ``n``."""
+
+    def retrieve(self, query: str, k: int = 10, filters: Filters | dict[str, Any] | None = None, *,
+                 min_score: float | None = None, mmr: float | None = None) -> list[ScoredChunk]:
+        """The ``k`` best chunks for ``query`` that pass ``filters``, best first."""
+        if not isinstance(query, str) or not query.strip():
+            raise RetrievalError("the query is empty")
+        if not isinstance(k, int) or k <= 0:
+            raise RetrievalError(f"k must be a positive integer, not {k!r}")
+        if isinstance(filters, dict):
+            filters = Filters(**filters)
+        allowed = None if filters is None or filters.is_empty() else filters.allowed_rowids(self.index)
+        if allowed is not None and len(allowed) == 0:
+            return []
+        min_score = self.min_score if min_score is None else min_score
+        mmr = self.mmr if mmr is None else mmr
+        wide = mmr is not None or self.reranker is not None
+        hits = self._candidates(query, max(k, self.candidates) if wide else k, allowed)
+        if min_score is not None:
+            hits = [(r, s) for r, s in hits if s >= min_score]
+        if mmr is not None and len(hits) > 1:
+            from contextkit.retrievers.mmr import mmr_select
+
+            query_vec = self._query_vector(query)
+            vectors = self.index.store.vectors_by_rowid([r for r, _ in hits])
+            order = mmr_select(query_vec, vectors, k, lambda_=mmr)
+            hits = [hits[i] for i in order]
+        chunks = self.index.store.chunks_by_rowid(r for r, _ in hits)
+        scored = [ScoredChunk(chunks[r], float(s)) for r, s in hits if r in chunks]
+        if self.reranker is not None:
+            scored = self.reranker.rerank(query, scored)
+        return scored[:k]
+
+    def _query_vector(self, query: str) -> np.ndarray:
+        embedder = getattr(self, "embedder", None)
+        if embedder is None:
+            raise RetrievalError("MMR needs the query embedding: give this retriever an embedder")
+        return embedder.embed([query])[0]

@@ -1,0 +1,46 @@
+"""``DenseRetriever``: nearest chunks by embedding, over the index's FAISS vectors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from contextkit.embedders import Embedder
+from contextkit.retrievers.base import Retriever
+
+__all__ = ["DenseRetriever"]
+
+
+class DenseRetriever(Retriever):
+    """Embeds the query with the index's own model (long queries are windowed, never truncated)."""
+
+    def __init__(self, index: Any, embedder: Embedder | None = None, **options: Any) -> None:
+        super().__init__(index, **options)
+        self.embedder = embedder or Embedder(index.manifest.model,
+                                             long_text=index.manifest.embedder.get("long_text", "window"))
+        if self.embedder.model_name != index.manifest.model:
+            from contextkit.retrievers.base import RetrievalError
+
+            raise RetrievalError(f"the index was built with {index.manifest.model!r}, "
+                                 f"the embedder is {self.embedder.model_name!r}")
+
+    def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
+        return self.search_vector(self.embedder.embed([query])[0], n, allowed)
+
+    def search_vector(self, vector: np.ndarray, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
+        import faiss
+
+        index = self.index
+        if index._rebuild_needed:
+            index._rebuild()
+        total = len(index)
+        if total == 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        params = None
+        if allowed is not None:
+            n = min(n, len(allowed))
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(allowed, dtype=np.int64)))
+        distances, ids = index._faiss.search(query, min(n, total), params=params)
+        return [(int(i), float(d)) for d, i in zip(distances[0], ids[0]) if i >= 0]
