@@ -182,16 +182,21 @@ def search(
     query: Annotated[str, typer.Argument(help="what to look for")],
     index: IndexOpt,
     k: Annotated[int, typer.Option("-k", help="how many results")] = 10,
+    mode: Annotated[str, typer.Option(help="dense, bm25 or hybrid")] = "hybrid",
+    filter_: Annotated[Optional[list[str]], typer.Option(
+        "--filter", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
+    mmr: Annotated[Optional[float], typer.Option(help="diversify with MMR, 0..1 (1 = relevance only)")] = None,
+    min_score: Annotated[Optional[float], typer.Option(help="drop results scoring below this")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Search an index by meaning (dense retrieval).
+    """Search an index: dense (meaning), bm25 (words) or hybrid (both, fused).
 
-    Example: contextkit search "how are exceptions chained?" --index my.ck-index -k 5
+    Example: contextkit search "how are exceptions chained?" --index my.ck-index -k 5 --filter source='*.md'
     """
     from contextkit.search import SearchError, search_index
 
     try:
-        hits = search_index(index, query, k)
+        hits = search_index(index, query, k, mode=mode, filters=filter_ or None, mmr=mmr, min_score=min_score)
     except SearchError as exc:
         raise _fail(str(exc)) from None
     if as_json:

@@ -1,9 +1,10 @@
-"""Dense search over an index folder: embed the query with the index's own model."""
+"""Search an index folder by dense, BM25 or hybrid retrieval (what ``contextkit search`` runs)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any, Literal
 
 from contextkit.embedders import Embedder
 from contextkit.index import Index, IndexFolderError
@@ -11,23 +12,37 @@ from contextkit.records import ScoredChunk
 
 __all__ = ["SearchError", "search_index"]
 
+Mode = Literal["dense", "bm25", "hybrid"]
+
 
 class SearchError(RuntimeError):
-    """The search could not run (no index, or an unusable one); the message says why."""
+    """The search could not run (no index, bad input); the message says why."""
 
 
-def search_index(index_dir: str | Path, query: str, k: int = 10, device: str = "auto") -> list[ScoredChunk]:
-    """The ``k`` chunks nearest to ``query``, best first, from the index at ``index_dir``."""
-    if not query.strip():
-        raise SearchError("the query is empty")
+def search_index(index_dir: str | Path, query: str, k: int = 10, mode: Mode = "hybrid",
+                 filters: Any = None, device: str = "auto", **options: Any) -> list[ScoredChunk]:
+    """The ``k`` best chunks for ``query`` from the index at ``index_dir``, best first.
+
+    ``filters`` is a :class:`~contextkit.retrievers.Filters`, a dict of its fields, or
+    CLI-style ``["key=value", ...]``; ``options`` go to the retriever (``mmr``, ``min_score``...).
+    """
+    from contextkit.retrievers import BM25Retriever, DenseRetriever, Filters, HybridRetriever, RetrievalError
+
+    if mode not in ("dense", "bm25", "hybrid"):
+        raise SearchError(f"mode must be dense, bm25 or hybrid, not {mode!r}")
     try:
+        if isinstance(filters, list):
+            filters = Filters.parse(filters)
         with Index.open(index_dir, read_only=True) as index:
+            if mode == "bm25":
+                return BM25Retriever(index, **options).retrieve(query, k, filters)
             embedder = _embedder(index.manifest.model, device, index.manifest.embedder.get("long_text", "window"))
             if embedder.dim != index.manifest.dim:
                 raise SearchError(f"{index_dir}: model gives {embedder.dim}-d vectors, the index holds "
                                   f"{index.manifest.dim}-d")
-            return index.search(embedder.embed([query]), k)[0]
-    except IndexFolderError as exc:
+            cls = DenseRetriever if mode == "dense" else HybridRetriever
+            return cls(index, embedder, **options).retrieve(query, k, filters)
+    except (IndexFolderError, RetrievalError, ValueError) as exc:
         raise SearchError(str(exc)) from exc
 
 
