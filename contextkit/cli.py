@@ -49,7 +49,8 @@ def ingest(
     glob: Annotated[Optional[str], typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
     workers: Annotated[int, typer.Option(help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
-    index_type: Annotated[str, typer.Option(help="flat (exact), hnsw or ivf (approximate, for large corpora)")] = "flat",
+    index_type: Annotated[str, typer.Option(
+        help="flat (exact), hnsw or ivf (approximate, for large corpora), auto (flat below 200k chunks, then hnsw)")] = "flat",
     strict: Annotated[bool, typer.Option(help="exit 1 if any input failed")] = False,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
@@ -62,8 +63,8 @@ def ingest(
     from contextkit.ingest import IngestConfig
     from contextkit.ingest import ingest as run_ingest
 
-    if index_type not in ("flat", "hnsw", "ivf"):
-        raise _fail(f"--index-type must be flat, hnsw or ivf, not {index_type!r}", 2)
+    if index_type not in ("flat", "hnsw", "ivf", "auto"):
+        raise _fail(f"--index-type must be flat, hnsw, ivf or auto, not {index_type!r}", 2)
     try:
         config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=model,
                               header=header, glob=glob, workers=workers, prune=prune, index_type=index_type)

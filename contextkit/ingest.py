@@ -37,7 +37,7 @@ class IngestConfig(BaseModel):
     tokenizer: str | None = None
     header: str | None = None
     model: str | None = None
-    index_type: Literal["flat", "hnsw", "ivf"] = "flat"
+    index_type: Literal["flat", "hnsw", "ivf", "auto"] = "flat"
     glob: str | None = None
     workers: int = Field(1, ge=1)
     prune: bool = False

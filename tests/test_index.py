@@ -164,3 +164,23 @@ class TestIndexUpsert:
             with pytest.raises(ValueError):
                 index.upsert(doc, make_chunks("doc", 2), unit(rng, 5))  # vectors do not match the chunks
             assert len(index) == 3 and len(index.store.chunks_of("doc")) == 3
+
+
+class TestAutoIndexType:
+    def test_auto_is_exact_when_small_and_hnsw_when_large(self, tmp_path, monkeypatch):
+        import faiss
+
+        from contextkit.index import _index
+
+        monkeypatch.setattr(_index, "AUTO_HNSW_FROM", 500)
+        rng = np.random.default_rng(9)
+        with Index.create(tmp_path / "ix", model="m", dim=16, index_type="auto") as index:
+            fill(index, rng, {"a": 100})
+            index.save()
+            assert isinstance(faiss.downcast_index(index._faiss.index), faiss.IndexFlat)
+            fill(index, rng, {"b": 600})
+            index.save()
+            assert isinstance(faiss.downcast_index(index._faiss.index), faiss.IndexHNSWFlat)
+            assert len(index) == 700
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            assert len(index) == 700 and index.search(unit(rng, 1), 5)[0]

@@ -38,7 +38,9 @@ __all__ = ["Index", "IndexFolderError", "IndexLockedError", "IndexManifest", "In
 log = logging.getLogger(__name__)
 
 FORMAT_VERSION = 1
-IndexType = Literal["flat", "hnsw", "ivf"]
+IndexType = Literal["flat", "hnsw", "ivf", "auto"]
+#: ``auto`` stays exact (flat) below this many vectors and switches to HNSW above it.
+AUTO_HNSW_FROM = 200_000
 
 
 class IndexFolderError(RuntimeError):
@@ -63,6 +65,9 @@ class IndexManifest(BaseModel):
     tokenizer: str = "cl100k_base"
     chunker: dict[str, Any] = Field(default_factory=dict)
     index_type: IndexType = "flat"
+    hnsw_m: int = 32
+    hnsw_ef_search: int = 128
+    hnsw_ef_construction: int = 80
     metric: Literal["ip"] = "ip"
     bm25: dict[str, Any] = Field(default_factory=lambda: BM25Config().model_dump())
     generation: int = 0
@@ -176,14 +181,31 @@ class Index:
         self._lock_fd = fd
 
     # --------------------------------------------------------------- FAISS
-    def _new_faiss(self) -> Any:
+    def _new_faiss(self, n: int | None = None) -> Any:
         import faiss
 
         dim = self.manifest.dim
-        kind = self.manifest.index_type
-        if kind == "hnsw":
-            return faiss.IndexIDMap2(faiss.IndexHNSWFlat(dim, 32, faiss.METRIC_INNER_PRODUCT))
+        if self._kind(n) == "hnsw":
+            hnsw = faiss.IndexHNSWFlat(dim, self.manifest.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = self.manifest.hnsw_ef_construction
+            hnsw.hnsw.efSearch = self.manifest.hnsw_ef_search
+            return faiss.IndexIDMap2(hnsw)
         return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))  # "ivf" is built at save time from all vectors
+
+    def _kind(self, n: int | None = None) -> str:
+        """The FAISS structure to use now: ``auto`` resolves by the number of chunks."""
+        kind = self.manifest.index_type
+        if kind != "auto":
+            return kind
+        if n is None:
+            n = self.store.counts()["chunks"] if self._faiss is None else int(self._faiss.ntotal)
+        return "flat" if n < AUTO_HNSW_FROM else "hnsw"
+
+    def _faiss_is_flat(self) -> bool:
+        import faiss
+
+        inner = faiss.downcast_index(self._faiss.index) if self._faiss is not None else None
+        return isinstance(inner, faiss.IndexFlat)
 
     def _load_faiss(self) -> None:
         import faiss
@@ -217,7 +239,7 @@ class Index:
             vec_parts.append(vecs)
         ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int64)
         vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self.manifest.dim), dtype=np.float32)
-        if self.manifest.index_type == "ivf" and len(ids) >= 1024:
+        if self._kind(len(ids)) == "ivf" and len(ids) >= 1024:
             nlist = int(min(4 * np.sqrt(len(ids)), len(ids) // 39))
             quantizer = faiss.IndexFlatIP(self.manifest.dim)
             ivf = faiss.IndexIVFFlat(quantizer, self.manifest.dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -225,7 +247,7 @@ class Index:
             ivf.nprobe = min(nlist, max(16, nlist // 4))  # recall first; users may lower it
             index = faiss.IndexIDMap2(ivf)
         else:
-            index = self._new_faiss()
+            index = self._new_faiss(len(ids))
         if len(ids):
             index.add_with_ids(np.ascontiguousarray(vecs), ids)
         self._faiss = index
@@ -258,7 +280,7 @@ class Index:
         if store_vectors:
             self.store.put_vectors({k: v for k, v in zip(vector_keys, vectors)})
         rowids = self.store.add_chunks(chunks, vector_keys)
-        if self.manifest.index_type == "flat":
+        if self._kind() == "flat" and self._faiss_is_flat():
             self._faiss.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(rowids, np.int64))
         else:
             self._rebuild_needed = True
@@ -267,7 +289,7 @@ class Index:
     def remove_vectors(self, rowids: Sequence[int]) -> None:
         if not rowids:
             return
-        if self.manifest.index_type == "flat":
+        if self._kind() == "flat" and self._faiss_is_flat():
             self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
         else:
             self._rebuild_needed = True
@@ -324,6 +346,8 @@ class Index:
         import faiss
 
         self._check_writable()
+        if self.manifest.index_type == "auto" and (self._kind() == "flat") != self._faiss_is_flat():
+            self._rebuild_needed = True  # crossed the size where auto changes structure
         if self._rebuild_needed:
             self._rebuild()
         gen = self.store.generation()
