@@ -38,11 +38,16 @@ def weighted_fuse(runs: list[list[tuple[int, float]]], weights: list[float]) -> 
 
 
 class HybridRetriever(Retriever):
-    """Both retrievers search ``depth`` candidates each; the fused list is cut to ``k``."""
+    """Both retrievers search ``depth`` candidates each; the fused list is cut to ``k``.
 
-    def __init__(self, index: Any, embedder: Embedder | None = None, *, fusion: Literal["rrf", "weighted"] = "rrf",
-                 rrf_k: int = 60, dense_weight: float = 1.0, bm25_weight: float = 1.0, depth: int = 100,
-                 **options: Any) -> None:
+    Defaults were chosen on the BEIR SciFact *train* queries (809) only: weighted
+    fusion of min-max normalised scores with equal weights and depth 100 scored
+    nDCG@10 0.7295 there, ahead of the best RRF (k=10: 0.7236; the usual k=60: 0.7180).
+    """
+
+    def __init__(self, index: Any, embedder: Embedder | None = None, *,
+                 fusion: Literal["rrf", "weighted"] = "weighted", rrf_k: int = 60, dense_weight: float = 0.5,
+                 bm25_weight: float = 0.5, depth: int = 100, **options: Any) -> None:
         super().__init__(index, **options)
         if fusion not in ("rrf", "weighted"):
             raise ValueError(f"fusion must be 'rrf' or 'weighted', not {fusion!r}")
