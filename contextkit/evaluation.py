@@ -284,7 +284,7 @@ def evaluate(
     beir_dir: str | Path,
     split: str = "test",
     modes: Sequence[str] = MODES,
-    k: int = 100,
+    k: int = 300,
     *,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     metrics: Sequence[str] = DEFAULT_METRICS,
