@@ -370,6 +370,7 @@ def cmd_tune(args: argparse.Namespace) -> dict[str, Any]:
         from contextkit.evaluation import evaluate
 
         log("scoring the chosen settings once on the test split")
+        # k=100: HybridRetriever fuses max(k, depth) per side, so a larger k would not score the chosen depth.
         report = evaluate(args.index, args.beir, "test", ("dense", "bm25", "hybrid"), 100, options={"hybrid": chosen},
                           progress=_progress())
         res["test"] = report.model_dump()
@@ -568,7 +569,7 @@ def main() -> None:
     p = sub.add_parser("quality", help="metrics and latency on a BEIR split")
     common(p, "test")
     p.add_argument("--mode", action="append", choices=("dense", "bm25", "hybrid"))
-    p.add_argument("-k", type=int, default=100, help="chunks per query (default 100)")
+    p.add_argument("-k", type=int, default=300, help="chunks per query (default 300, as contextkit eval)")
     p.add_argument("--bm25-stemmer", default=None, help="'' for none (default: the index's)")
     p.add_argument("--bm25-stopwords", default=None, help="'' for none (default: the index's)")
     p = sub.add_parser("latency", help="per-query latency at k=10, with a step breakdown")

@@ -164,7 +164,9 @@ class TestEvaluate:
         assert report.result("dense").metrics["mrr@10"] == 1.0
 
     @pytest.mark.parametrize("options", [{"fusion": "rrf", "depth": 10}, {"fusion": "rrf", "rrf_k": 10, "dense_weight": 0.3, "depth": 10},
-                                         {"fusion": "rrf", "rrf_k": 5, "depth": 2}])
+                                         {"fusion": "rrf", "rrf_k": 5, "depth": 2},
+                                         {"fusion": "weighted", "dense_weight": 0.3, "bm25_weight": 0.7, "depth": 10},
+                                         {"fusion": "weighted", "dense_weight": 0.5, "bm25_weight": 0.5, "depth": 4}])
     def test_cached_fusion_matches_the_retriever(self, beir_index, embedder, options):
         """The tuning path (candidates cached once, fusion replayed) gives what HybridRetriever gives."""
         from contextkit.index import Index

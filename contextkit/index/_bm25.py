@@ -23,6 +23,14 @@ from pydantic import BaseModel
 
 log = logging.getLogger(__name__)
 
+
+def _bm25s():
+    """Import bm25s, which sets its own logger to DEBUG on import; keep that out of users' logs."""
+    import bm25s
+
+    logging.getLogger("bm25s").setLevel(logging.WARNING)
+    return bm25s
+
 __all__ = ["BM25Config", "BM25Index"]
 
 
@@ -54,16 +62,14 @@ class BM25Index:
         return Stemmer.Stemmer(self.config.stemmer)
 
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
-        import bm25s
-
+        bm25s = _bm25s()
         out = bm25s.tokenize(list(texts), lower=True, stopwords=self.config.stopwords, stemmer=self._stemmer(),
                              return_ids=False, show_progress=False)
         return [list(t) for t in out]
 
     # ---------------------------------------------------------------- build
     def build(self, rowids: np.ndarray, texts: Sequence[str], generation: int) -> None:
-        import bm25s
-
+        bm25s = _bm25s()
         self.rowids = np.asarray(rowids, dtype=np.int64)
         self.generation = generation
         if len(texts) == 0:
@@ -129,8 +135,7 @@ class BM25Index:
             index.generation = int(meta["generation"])
             index.rowids = np.load(folder / "rowids.npy", allow_pickle=False)
             if len(index.rowids):
-                import bm25s
-
+                bm25s = _bm25s()
                 index._bm25 = bm25s.BM25.load(str(folder), allow_pickle=False)
         except (OSError, ValueError, KeyError) as exc:
             log.warning("%s: unreadable BM25 folder (%s); it will be rebuilt", folder, exc)
