@@ -363,9 +363,3 @@ def _init_worker(settings: dict[str, Any]) -> None:
 def _plan_in_worker(doc: Document) -> tuple[str, list[tuple[int, int, int, int]]]:
     assert _worker_chunker is not None
     return _worker_chunker._plan(doc)
-
-
-def chunk_texts(texts: Sequence[str], **settings: Any) -> list[list[Chunk]]:
-    """Convenience: chunk plain strings with a fresh :class:`TokenChunker`."""
-    chunker = TokenChunker(**settings)
-    return [chunker.chunk(Document(id=f"text-{i}", text=t)) for i, t in enumerate(texts)]
