@@ -176,6 +176,15 @@ def cmd_latency(args: argparse.Namespace) -> dict[str, Any]:
         for q in queries[:10]:
             hyb.retrieve(q, args.k)
         steps: dict[str, list[float]] = {s: [] for s in ("embed", "faiss", "bm25", "fuse", "read chunks")}
+        res["backend"] = embedder.active_backend
+        if embedder.active_backend != "torch":  # the same step on PyTorch, for the ratio
+            torch_embedder = Embedder(index.manifest.model, backend="torch")
+            torch_embedder.embed(queries[:10])
+            steps["embed on torch (not in total)"] = []
+            for q in queries:
+                t0 = time.perf_counter()
+                torch_embedder.embed([q])
+                steps["embed on torch (not in total)"].append((time.perf_counter() - t0) * 1000)
         for q in queries:
             t0 = time.perf_counter()
             vec = embedder.embed([q])[0]
@@ -194,7 +203,8 @@ def cmd_latency(args: argparse.Namespace) -> dict[str, Any]:
                 steps[name].append((b - a) * 1000)
         parts = [{"step": name, "p50 ms": float(np.percentile(v, 50)), "p95 ms": float(np.percentile(v, 95)),
                   "mean ms": float(np.mean(v))} for name, v in steps.items()]
-        table(parts, ["step", "p50 ms", "p95 ms", "mean ms"], f"hybrid query, step by step ({hyb.fusion} fusion, depth {hyb.depth})")
+        table(parts, ["step", "p50 ms", "p95 ms", "mean ms"],
+              f"hybrid query, step by step ({hyb.fusion} fusion, depth {hyb.depth}, embedder on {res['backend']})")
         res["hybrid_steps"] = parts
         res["chunks"] = len(index)
     return res

@@ -57,3 +57,41 @@ class TestEmbedder:
         with pytest.raises(Exception) as info:
             Embedder(str(tmp_path / "missing-model")).dim
         assert "missing-model" in str(info.value)
+
+
+class TestOnnxBackend:
+    """The ONNX Runtime path must give PyTorch's vectors, only faster."""
+
+    @pytest.fixture(scope="class")
+    def torch_embedder(self):
+        return Embedder(backend="torch")
+
+    def test_auto_picks_onnx_on_cpu_when_installed(self, embedder):
+        pytest.importorskip("onnxruntime")
+        assert embedder.active_backend == "onnx"
+
+    def test_vectors_equal_pytorch(self, embedder, torch_embedder):
+        pytest.importorskip("onnxruntime")
+        texts = ["a", "FAISS searches dense vectors.", "word " * 40, "long text " * 400, "é 中文 🙂"]
+        got, want = embedder.embed(texts), torch_embedder.embed(texts)
+        assert np.abs(got - want).max() < 1e-5
+        assert embedder.last_report.windowed_texts == 1  # windowing happens before the backend
+
+    def test_explicit_onnx_on_gpu_device_is_refused(self):
+        with pytest.raises(ValueError, match="CPU"):
+            Embedder(backend="onnx", device="cuda")
+
+    def test_unknown_backend_is_refused(self):
+        with pytest.raises(ValueError, match="backend"):
+            Embedder(backend="tensorrt")  # type: ignore[arg-type]
+
+    def test_export_is_cached_once(self, embedder, tmp_path, monkeypatch):
+        pytest.importorskip("onnxruntime")
+        from contextkit._onnx import OnnxEncoder
+
+        monkeypatch.setenv("CONTEXTKIT_CACHE_DIR", str(tmp_path))
+        first = OnnxEncoder(embedder.model, embedder._path)
+        mtime = first.path.stat().st_mtime_ns
+        second = OnnxEncoder(embedder.model, embedder._path)
+        assert second.path == first.path and second.path.stat().st_mtime_ns == mtime
+        assert not list(tmp_path.rglob("*.part"))

@@ -11,6 +11,7 @@ plus ``rowids.npy`` (bm25s position -> chunk rowid) and ``meta.json``.
 from __future__ import annotations
 
 import json
+import functools
 import logging
 import os
 import shutil
@@ -24,8 +25,11 @@ from pydantic import BaseModel
 log = logging.getLogger(__name__)
 
 
+@functools.cache
 def _bm25s():
-    """Import bm25s, which sets its own logger to DEBUG on import; keep that out of users' logs."""
+    """Import bm25s, which sets its own logger to DEBUG on import; keep that out of users' logs.
+
+    Cached: ``setLevel`` clears every logger's cache, 0.6 ms that a query need not pay."""
     import bm25s
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)

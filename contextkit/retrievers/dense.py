@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from contextkit.embedders import Embedder
+from contextkit.index._index import search_faiss
 from contextkit.retrievers.base import Retriever
 
 __all__ = ["DenseRetriever"]
@@ -42,5 +43,5 @@ class DenseRetriever(Retriever):
         if allowed is not None:
             n = min(n, len(allowed))
             params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(allowed, dtype=np.int64)))
-        distances, ids = index._faiss.search(query, min(n, total), params=params)
+        distances, ids = search_faiss(index._faiss, query, min(n, total), params)
         return [(int(i), float(d)) for d, i in zip(distances[0], ids[0]) if i >= 0]
