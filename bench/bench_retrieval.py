@@ -433,17 +433,18 @@ def cmd_ann(args: argparse.Namespace) -> dict[str, Any]:
     n, d, nq, k = args.n, args.dim, args.queries, 10
     res: dict[str, Any] = {"n": n, "dim": d, "queries": nq, "k": k, "faiss": faiss.__version__,
                            "threads": faiss.omp_get_max_threads(), "contextkit_hnsw": defaults}
-    log(f"{n:,} random {d}-d unit vectors, {nq} queries, faiss {faiss.__version__}, {res['threads']} threads")
-    print("WARNING: random unit vectors are the hardest case for ANN search (no clusters; the 10th neighbour "
-          "is barely nearer than the 1000th); real embeddings reach the same recall with much less effort.")
     rng = np.random.default_rng(0)
     t0 = time.perf_counter()
-    x = np.empty((n, d), dtype=np.float32)
-    for lo in range(0, n, 100_000):
-        part = rng.standard_normal((min(100_000, n - lo), d), dtype=np.float32)
-        x[lo: lo + len(part)] = part / np.linalg.norm(part, axis=1, keepdims=True)
-    q = rng.standard_normal((nq, d), dtype=np.float32)
-    q /= np.linalg.norm(q, axis=1, keepdims=True)
+    if args.vectors == "random":
+        what = f"random {d}-d unit vectors"
+        print("WARNING: random unit vectors are the hardest case for ANN search (no clusters; the 10th neighbour "
+              "is barely nearer than the 1000th); real embeddings reach the same recall with much less effort.")
+        x, q = _random_unit(rng, n, d), _random_unit(rng, nq, d)
+    else:
+        what = f"embedding-like {d}-d vectors (mixture fit to {args.index.name})"
+        x, q = _embedding_like(args.index, rng, n, nq, d)
+    res["vectors"] = what
+    log(f"{n:,} {what}, {nq} queries, faiss {faiss.__version__}, {res['threads']} threads")
     res["generate_seconds"] = time.perf_counter() - t0
     rows: list[dict[str, Any]] = []
 
@@ -508,7 +509,7 @@ def cmd_ann(args: argparse.Namespace) -> dict[str, Any]:
         r["speed-up vs flat"] = rows[0]["ms/query single"] / r["ms/query single"]
     table(rows, ["index", "setting", "build s", "memory MB", "recall@10", "ms/query batch", "ms/query single",
                  "speed-up vs flat"],
-          f"{n:,} random {d}-d unit vectors, {nq} queries, Recall@10 against exact search "
+          f"{n:,} {what}, {nq} queries, Recall@10 against exact search "
           f"(batch: all queries in one call; single: one query per call, median)")
     res["peak_rss_mb"] = peak_rss_mb()
     print(f"raw vectors: {n * d * 4 / 2**20:.0f} MB; process peak RSS {res['peak_rss_mb']:.0f} MB "
@@ -517,6 +518,50 @@ def cmd_ann(args: argparse.Namespace) -> dict[str, Any]:
           f"IVF nprobe for recall@10 >= 0.95: {res.get('ivf_nprobe_for_0.95')}")
     res["rows"] = rows
     return res
+
+
+def _random_unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
+    x = np.empty((n, d), dtype=np.float32)
+    for lo in range(0, n, 100_000):
+        part = rng.standard_normal((min(100_000, n - lo), d), dtype=np.float32)
+        x[lo: lo + len(part)] = part / np.linalg.norm(part, axis=1, keepdims=True)
+    return x
+
+
+def _embedding_like(index_dir: Path, rng: np.random.Generator, n: int, nq: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors drawn like real embeddings: a mixture of 256 Gaussians fit to a real index.
+
+    Centroids and cluster weights come from spherical k-means over the index's
+    vectors; each draw is a centroid plus noise with the covariance of the real
+    residuals (their full 384-d spectrum), normalised. Queries are separate draws.
+    """
+    import faiss
+
+    from contextkit.index import Index
+
+    with Index.open(index_dir, read_only=True) as index:
+        inner = faiss.downcast_index(index._faiss.index)
+        real = inner.reconstruct_n(0, inner.ntotal).astype(np.float32)
+    if real.shape[1] != d:
+        raise SystemExit(f"{index_dir} holds {real.shape[1]}-d vectors, not {d}-d")
+    km = faiss.Kmeans(d, 256, niter=20, seed=1, spherical=True)
+    km.train(real)
+    _, assign = km.index.search(real, 1)
+    assign = assign.ravel()
+    resid = real - km.centroids[assign]
+    eigval, eigvec = np.linalg.eigh(np.cov(resid, rowvar=False))
+    mix = np.sqrt(np.clip(eigval, 0, None))[:, None] * eigvec.T  # z @ mix ~ N(0, cov)
+    weights = np.bincount(assign, minlength=256) / len(assign)
+
+    def draw(m: int) -> np.ndarray:
+        out = np.empty((m, d), dtype=np.float32)
+        for lo in range(0, m, 100_000):
+            size = min(100_000, m - lo)
+            part = km.centroids[rng.choice(256, size, p=weights)] + rng.standard_normal((size, d)) @ mix
+            out[lo: lo + size] = part / np.linalg.norm(part, axis=1, keepdims=True)
+        return out
+
+    return draw(n), draw(nq)
 
 
 def _effort(values: list[int], cap: int, reached) -> Any:
@@ -596,7 +641,10 @@ def main() -> None:
                    help="also try dense with the title above every chunk (re-embeds ~4,200 chunks: ~6 min on 2 cores)")
     p.add_argument("--dense-titles-cache", type=Path, default=None,
                    help="keep those dense lists in this file and reuse them (same index, split and cache depth)")
-    p = sub.add_parser("ann", help="FAISS flat vs HNSW vs IVF on random vectors")
+    p = sub.add_parser("ann", help="FAISS flat vs HNSW vs IVF on synthetic vectors")
+    p.add_argument("--vectors", choices=("embedding-like", "random"), default="embedding-like",
+                   help="embedding-like: a mixture fit to --index's real vectors (default); random: the worst case")
+    p.add_argument("--index", type=Path, default=INDEX, help=f"real index to fit (default {INDEX})")
     p.add_argument("--n", type=int, default=1_000_000)
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--queries", type=int, default=1000)
