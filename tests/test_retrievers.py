@@ -174,3 +174,38 @@ class TestBM25Consistency:
             assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("charlie", 3)] == [f"{folder}/b.txt"]
             store_ids, bm25_ids = self.ids(index)
             assert store_ids == bm25_ids
+
+
+class TestCrossEncoderReranker:
+    """A real sentence-transformers CrossEncoder built from the offline MiniLM weights.
+
+    No trained cross-encoder ships offline, so its head is freshly initialised (seeded):
+    the scores mean nothing, but the plumbing (pairs, batching, order, k) is real.
+    """
+
+    @pytest.fixture(scope="class")
+    def reranker(self, embedder):
+        import torch
+
+        from contextkit.retrievers import CrossEncoderReranker
+
+        torch.manual_seed(0)
+        rr = CrossEncoderReranker(embedder._path, device="cpu")
+        rr.rerank("warm", [])  # nothing to score: the model is not even loaded
+        assert rr._model is None
+        return rr
+
+    def test_reorders_by_the_models_own_scores(self, reranker, corpus_index, embedder):
+        hits = DenseRetriever(corpus_index[0], embedder).retrieve("vector search", 3)
+        reranked = reranker.rerank("vector search", hits)
+        want = reranker._model.predict([("vector search", h.chunk.text) for h in hits])
+        assert sorted(h.chunk.id for h in reranked) == sorted(h.chunk.id for h in hits)
+        assert [h.score for h in reranked] == pytest.approx(sorted(map(float, want), reverse=True), abs=1e-5)
+
+    def test_retriever_reranks_a_wider_pool_then_cuts_to_k(self, reranker, corpus_index, embedder):
+        index, _ = corpus_index
+        plain = DenseRetriever(index, embedder).retrieve("bread dough", 4)
+        hits = DenseRetriever(index, embedder, reranker=reranker, candidates=4).retrieve("bread dough", 2)
+        assert len(hits) == 2
+        assert {h.chunk.id for h in hits} <= {h.chunk.id for h in plain}
+        assert hits[0].score >= hits[1].score
