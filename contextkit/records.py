@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["Chunk", "Document", "ScoredChunk"]
+__all__ = ["Chunk", "Document", "Message", "ScoredChunk"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,3 +85,27 @@ class ScoredChunk:
 
     def to_dict(self) -> dict[str, Any]:
         return {"score": self.score, **self.chunk.to_dict()}
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One turn of a conversation: ``role`` (user, assistant, system, tool, ...) and text."""
+
+    role: str
+    content: str
+    timestamp: str | None = None
+    id: str | None = None
+
+    def __post_init__(self) -> None:
+        where = f"message {self.id!r}" if self.id else "message"
+        if not isinstance(self.role, str) or not self.role.strip():
+            raise ValueError(f"{where}: a role is required")
+        if not isinstance(self.content, str):
+            raise ValueError(f"{where} ({self.role}): content must be text, not {type(self.content).__name__}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Message:
+        return cls(**data)

@@ -1,0 +1,208 @@
+"""How one section spends its share of the budget.
+
+Each section becomes a list of blocks (rendered text with a token count). The
+counts used while choosing are estimates (stored chunk counts, tags counted on
+their own); the assembler then counts every block exactly and, where the sum
+and the budget disagree, asks the lowest-priority section to shrink or grow.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from contextkit.assembly.passages import Deduplicator
+from contextkit.assembly.render import Renderer
+from contextkit.assembly.sections import EvidenceItem, Section
+from contextkit.tokenizers import Tokenizer
+
+__all__ = ["Block", "SectionFill", "truncate_at_sentence"]
+
+_SENTENCE_END = re.compile(r"[.!?…]['\"”’)\]]*(?=\s)|[。！？]|(?=\n\s*\n)")
+MIN_TRUNCATED_TOKENS = 8  # a shorter remnant is not worth its tags
+
+
+@dataclass(slots=True)
+class Block:
+    text: str
+    tokens: int  # estimate until counted
+    exact: bool = False
+    item: int | None = None  # index into SectionFill.entries for items and messages
+
+
+def truncate_at_sentence(text: str, max_tokens: int, tokenizer: Tokenizer) -> str | None:
+    """The longest prefix of ``text`` that ends at a sentence (or paragraph) end and
+    has at most about ``max_tokens`` tokens; None when no sentence end fits."""
+    if max_tokens < MIN_TRUNCATED_TOKENS:
+        return None
+    ids, ends = tokenizer.encode_with_offsets(text)
+    if len(ids) <= max_tokens:
+        return text
+    limit = int(ends[max_tokens - 1])
+    back = max_tokens - 1
+    while limit < 0 and back > 0:  # a token ending inside a character: step back
+        back -= 1
+        limit = int(ends[back])
+    window_start = max(0, limit - 50_000)
+    cut = -1
+    for m in _SENTENCE_END.finditer(text, window_start, max(limit, 0)):
+        cut = m.end() if m.group() else m.start()
+    if cut <= 0:
+        return None
+    return text[:cut].rstrip()
+
+
+@dataclass(slots=True)
+class _Entry:
+    """An evidence item or a message, prepared for rendering."""
+
+    id: str
+    body: str  # escaped
+    attrs: dict[str, str]
+    body_tokens: int | None
+    source: str = ""
+    score: float | None = None
+    status: str = "pending"  # included | truncated | dropped | merged
+    reason: str | None = None
+    detail: str | None = None
+    shown: str | None = None  # the body as rendered when truncated
+    role: str | None = None  # messages
+
+
+@dataclass
+class SectionFill:
+    section: Section
+    renderer: Renderer
+    tokenizer: Tokenizer
+    entries: list[_Entry] = field(default_factory=list)
+    blocks: list[Block] = field(default_factory=list)
+    body: str | None = None  # text sections: escaped content
+    shown: str | None = None  # text sections: as rendered when truncated
+    status: str = "pending"
+    reason: str | None = None
+    orderer: Callable[[list[int]], list[int]] | None = None  # taken entry indices -> prompt order
+
+    # ----------------------------------------------------------- estimates
+    def count(self, text: str) -> int:
+        return self.tokenizer.count(text)
+
+    def entry_block(self, e: _Entry, body: str) -> str:
+        attrs = {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
+        if self.section.messages is not None:
+            return self.renderer.message_block(e.role or "user", body, attrs)
+        return self.renderer.item_block(body, attrs)
+
+    def entry_estimate(self, e: _Entry, body: str | None = None) -> int:
+        """Tags counted with their attributes, plus the body's count."""
+        if body is None:
+            if e.body_tokens is None:
+                e.body_tokens = self.count(e.body)
+            body_tokens = e.body_tokens
+        else:
+            body_tokens = self.count(body)
+        return self.count(self.entry_block(e, "")) + body_tokens
+
+    def frame(self) -> tuple[str, str]:
+        s = self.section
+        return self.renderer.open(s.tag, s.name, s.attributes), self.renderer.close(s.tag)
+
+    def frame_tokens(self) -> int:
+        head, tail = self.frame()
+        return self.count(head) + (self.count(tail) if tail else 0)
+
+    def full_estimate(self) -> int:
+        if self.body is not None:
+            return self.count(self.renderer.text_block(self.section.tag, self.section.name, self.body,
+                                                         self.section.attributes))
+        live = [e for e in self.entries if e.status == "pending"]
+        return self.frame_tokens() + sum(self.entry_estimate(e) for e in live) if live else 0
+
+    # ---------------------------------------------------------------- fill
+    def fill_all(self) -> int:
+        """Pinned: everything goes in."""
+        if self.body is not None:
+            self._text_blocks(self.body)
+            self.status = "included"
+        else:
+            for e in self.entries:
+                if e.status == "pending":
+                    e.status = "included"
+            self._entry_blocks()
+        return sum(b.tokens for b in self.blocks)
+
+    def fill(self, cap: int, dedup: Deduplicator | None = None) -> int:
+        """Spend at most about ``cap`` tokens; returns the estimate spent."""
+        if self.body is not None:
+            return self._fill_text(cap)
+        frame = self.frame_tokens()
+        room = cap - frame
+        entries = self.entries if self.section.messages is None else list(reversed(self.entries))  # newest first
+        full = False
+        for e in entries:
+            if e.status != "pending":
+                continue
+            if full:
+                e.status, e.reason = "dropped", "budget"
+                continue
+            if dedup is not None:
+                dup = dedup.check(EvidenceItem(id=e.id, text=e.body))
+                if dup:
+                    e.status, e.reason, e.detail = "dropped", dup[0], f"repeats {dup[1]}"
+                    continue
+            need = self.entry_estimate(e)
+            if need <= room:
+                e.status = "included"
+                room -= need
+                continue
+            full = True
+            if self.section.messages is None:  # evidence: cut the first item that does not fit
+                shown = truncate_at_sentence(e.body, room - (need - e.body_tokens) - 1, self.tokenizer)
+                if shown:
+                    e.status, e.shown, e.reason = "truncated", shown, "budget"
+                    room -= self.entry_estimate(e, shown)
+                    continue
+            e.status, e.reason = "dropped", "budget"
+            if self.section.messages is not None:
+                e.detail = "older turn: no room (summarise history to keep it)"
+        if not any(e.status in ("included", "truncated") for e in self.entries):
+            self.status = "dropped" if self.entries else "included"
+            self.reason = "budget" if self.entries else "empty"
+            return 0
+        self._entry_blocks()
+        return sum(b.tokens for b in self.blocks)
+
+    def _fill_text(self, cap: int) -> int:
+        overhead = self.frame_tokens() + 2
+        full = self.count(self.body)
+        if full + overhead <= cap:
+            self._text_blocks(self.body)
+            self.status = "included"
+        else:
+            shown = truncate_at_sentence(self.body, cap - overhead, self.tokenizer)
+            if not shown:
+                self.status, self.reason, self.blocks = "dropped", "budget", []
+                return 0
+            self.shown, self.status, self.reason = shown, "truncated", "budget"
+            self._text_blocks(shown)
+        return sum(b.tokens for b in self.blocks)
+
+    # -------------------------------------------------------------- blocks
+    def _text_blocks(self, body: str) -> None:
+        s = self.section
+        text = self.renderer.text_block(s.tag, s.name, body, s.attributes)
+        self.blocks = [Block(text, self.count(text), exact=True)]
+
+    def _entry_blocks(self) -> None:
+        """Blocks in prompt order (the assembler orders evidence before this)."""
+        head, tail = self.frame()
+        blocks = [Block(head, self.count(head), exact=True)]
+        taken = [i for i, e in enumerate(self.entries) if e.status in ("included", "truncated")]
+        for i in self.orderer(taken) if self.orderer else taken:
+            e = self.entries[i]
+            body = e.shown if e.status == "truncated" else e.body
+            blocks.append(Block(self.entry_block(e, body), self.entry_estimate(e, body if e.shown else None), item=i))
+        if tail:
+            blocks.append(Block(tail, self.count(tail), exact=True))
+        self.blocks = blocks
+

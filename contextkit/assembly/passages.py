@@ -1,0 +1,166 @@
+"""Evidence hygiene: merge overlapping passages, drop duplicates, order the rest.
+
+Retrievers return overlapping chunks of one document (chunk overlap, or two
+neighbouring chunks that both match); pasting both repeats text and wastes the
+budget. Passages of one document whose character ranges overlap or touch are
+merged into one, using the offsets. Across documents, exact duplicates (same
+text up to case and white space) and near duplicates (Jaccard similarity of
+sampled 24-byte shingles at or above a threshold) are dropped, and reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter, defaultdict
+from dataclasses import replace
+from typing import Literal
+
+import numpy as np
+
+from contextkit.assembly.sections import EvidenceItem
+
+__all__ = ["Deduplicator", "merge_overlapping", "order_items"]
+
+EvidenceOrder = Literal["lost_in_the_middle", "score", "document"]
+
+
+def merge_overlapping(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], dict[str, str]]:
+    """Merge passages of one document whose ranges overlap or touch.
+
+    Returns the merged list (a merged passage keeps the first passage's id and
+    the best score) and ``{absorbed id: id it was merged into}``. Passages whose
+    texts disagree on the shared range (two versions of a document) are kept apart.
+    """
+    by_doc: dict[str, list[EvidenceItem]] = defaultdict(list)
+    out: list[EvidenceItem] = []
+    for item in items:
+        if item.doc_id is not None and item.start is not None and item.end is not None:
+            by_doc[item.doc_id].append(item)
+        else:
+            out.append(item)
+    absorbed: dict[str, str] = {}
+    for group in by_doc.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group.sort(key=lambda it: (it.start, it.end, it.id))
+        current = group[0]
+        parts = [current.id]
+        for nxt in group[1:]:
+            if nxt.start <= current.end and _agree(current, nxt):
+                if nxt.end > current.end:
+                    text = current.text + nxt.text[current.end - nxt.start:]
+                    current = replace(current, text=text, end=nxt.end, token_count=None,
+                                      score=_best(current.score, nxt.score))
+                else:
+                    current = replace(current, score=_best(current.score, nxt.score))
+                absorbed[nxt.id] = parts[0]
+                parts.append(nxt.id)
+                continue
+            out.append(_finish(current, parts))
+            current, parts = nxt, [nxt.id]
+        out.append(_finish(current, parts))
+    return out, absorbed
+
+
+def _agree(a: EvidenceItem, b: EvidenceItem) -> bool:
+    lo, hi = b.start, min(a.end, b.end)
+    return a.text[lo - a.start: hi - a.start] == b.text[: hi - lo]
+
+
+def _best(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def _finish(item: EvidenceItem, parts: list[str]) -> EvidenceItem:
+    return item if len(parts) == 1 else replace(item, metadata={**item.metadata, "merged_ids": parts})
+
+
+def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_middle") -> list[EvidenceItem]:
+    """Order evidence for the prompt.
+
+    ``lost_in_the_middle`` puts the strongest items at both ends (1st, 3rd, 5th...
+    from the start; 2nd, 4th... from the end), where long-context models attend
+    best; ``score`` is best first; ``document`` follows source and offset.
+    Ties break on the item id, so the order is deterministic.
+    """
+    ranked = sorted(items, key=_rank_key)
+    if mode == "score":
+        return ranked
+    if mode == "document":
+        return sorted(items, key=lambda it: (it.source, it.doc_id or "", it.start or 0, it.id))
+    if mode != "lost_in_the_middle":
+        raise ValueError(f"evidence order must be lost_in_the_middle, score or document, not {mode!r}")
+    return ranked[0::2] + ranked[1::2][::-1]
+
+
+def _rank_key(item: EvidenceItem) -> tuple[float, str]:
+    return (-(item.score if item.score is not None else float("-inf")), item.id)
+
+
+# ------------------------------------------------------------------ duplicates
+_W = 24  # shingle width in bytes
+_P = np.uint64(0x100000001B3)  # odd, so invertible modulo 2**64
+_P_INV = np.uint64(pow(int(_P), -1, 2**64))
+_SAMPLE = np.uint64(15)  # keep shingles whose mixed hash has these low bits clear: 1 in 16
+
+
+def _powers(base: np.uint64, n: int) -> np.ndarray:
+    out = np.empty(n, dtype=np.uint64)
+    out[0] = 1
+    if n > 1:
+        out[1:] = base
+        with np.errstate(over="ignore"):
+            np.cumprod(out, out=out)
+    return out
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.casefold().split())
+
+
+def fingerprint(text: str) -> np.ndarray:
+    """Sampled hashes of the normalised text's 24-byte shingles (content-defined, so
+    shared passages share samples wherever they sit)."""
+    raw = np.frombuffer(_normalise(text).encode("utf-8", "surrogatepass"), dtype=np.uint8).astype(np.uint64)
+    n = len(raw) - _W + 1
+    if n <= 0:
+        return np.empty(0, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        prefix = np.concatenate(([np.uint64(0)], np.cumsum(raw * _powers(_P, len(raw)))))
+        window = (prefix[_W:] - prefix[:n]) * _powers(_P_INV, n)
+        mixed = window * np.uint64(0x9E3779B97F4A7C15)
+        mixed ^= mixed >> np.uint64(29)
+    return np.unique(mixed[(mixed & _SAMPLE) == 0])
+
+
+class Deduplicator:
+    """Remembers accepted passages; says whether a new one repeats one of them."""
+
+    def __init__(self, near_threshold: float | None = 0.8) -> None:
+        self.near_threshold = near_threshold
+        self._exact: dict[str, str] = {}
+        self._postings: dict[int, list[int]] = defaultdict(list)
+        self._sizes: list[int] = []
+        self._ids: list[str] = []
+
+    def check(self, item: EvidenceItem) -> tuple[str, str] | None:
+        """``("duplicate" | "near_duplicate", id of the kept passage)`` or None; accepts it when None."""
+        key = hashlib.blake2b(_normalise(item.text).encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+        if key in self._exact:
+            return "duplicate", self._exact[key]
+        prints = fingerprint(item.text) if self.near_threshold is not None else None
+        if prints is not None and len(prints) >= 4:
+            shared = Counter(j for h in prints.tolist() for j in self._postings.get(h, ()))
+            for j, common in shared.most_common(3):
+                jaccard = common / (len(prints) + self._sizes[j] - common)
+                if jaccard >= self.near_threshold:
+                    return "near_duplicate", self._ids[j]
+        self._exact[key] = item.id
+        if prints is not None and len(prints) >= 4:
+            j = len(self._ids)
+            for h in prints.tolist():
+                self._postings[h].append(j)
+            self._sizes.append(len(prints))
+            self._ids.append(item.id)
+        return None

@@ -1,0 +1,105 @@
+"""Rendering sections as XML (default) or Markdown, with untrusted text escaped.
+
+XML: every section and every evidence item is an element; document text is a
+text node with ``&`` and ``<`` escaped (and ``]]>`` broken), attribute values
+fully escaped, and characters XML cannot carry replaced by U+FFFD. Whatever a
+document contains, the prompt parses as exactly the elements we wrote: text
+can neither close nor open nor forge a section. Markdown: each body sits in a
+fence longer than any backtick run inside it, so a heading or fence in the text
+stays text.
+
+Every block ends with a newline and the next begins with ``<`` (or ``#``), so
+block boundaries are stable points of the GPT tokenizers: the prompt's token
+count is exactly the sum of its blocks' counts (see ``Tokenizer.stable_boundaries``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = ["Renderer", "escape_attribute", "escape_text"]
+
+# Characters XML 1.0 cannot carry: C0 controls except tab/newline/CR, lone surrogates, U+FFFE/U+FFFF.
+_XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
+def escape_text(text: str) -> str:
+    """Escape document text for an XML text node."""
+    if "&" in text:
+        text = text.replace("&", "&amp;")
+    if "<" in text:
+        text = text.replace("<", "&lt;")
+    if "]]>" in text:
+        text = text.replace("]]>", "]]&gt;")
+    if _XML_ILLEGAL.search(text):
+        text = _XML_ILLEGAL.sub("\ufffd", text)
+    return text
+
+
+def escape_attribute(value: str) -> str:
+    value = escape_text(str(value)).replace(">", "&gt;").replace('"', "&quot;")
+    return value.replace("\n", "&#10;").replace("\r", "&#13;").replace("\t", "&#9;")
+
+
+def _fence(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def _one_line(value: str) -> str:
+    return " ".join(str(value).split()).replace("`", "'")
+
+
+class Renderer:
+    """Turns sections and items into blocks of text (each ends with a newline)."""
+
+    def __init__(self, fmt: Literal["xml", "markdown"] = "xml", item_tag: str = "document",
+                 message_tag: str = "message") -> None:
+        if fmt not in ("xml", "markdown"):
+            raise ValueError(f"format must be 'xml' or 'markdown', not {fmt!r}")
+        self.format = fmt
+        self.item_tag, self.message_tag = item_tag, message_tag
+
+    def body(self, text: str) -> str:
+        """Untrusted text made safe for this format (markdown fences are added per block)."""
+        return escape_text(text) if self.format == "xml" else text
+
+    # ------------------------------------------------------------- sections
+    def open(self, tag: str, title: str, attributes: dict[str, str] | None = None) -> str:
+        if self.format == "xml":
+            return f"<{tag}{self._attrs(attributes)}>\n"
+        extra = "".join(f" ({_one_line(k)}: {_one_line(v)})" for k, v in (attributes or {}).items())
+        return f"## {_one_line(title)}{extra}\n\n"
+
+    def close(self, tag: str) -> str:
+        return f"</{tag}>\n" if self.format == "xml" else ""
+
+    def text_block(self, tag: str, title: str, body: str, attributes: dict[str, str] | None = None) -> str:
+        """A whole text section; ``body`` is already escaped."""
+        if self.format == "xml":
+            return f"{self.open(tag, title, attributes)}{body}\n</{tag}>\n"
+        fence = _fence(body)
+        return f"{self.open(tag, title, attributes)}{fence}\n{body}\n{fence}\n\n"
+
+    # ---------------------------------------------------------------- items
+    def item_block(self, body: str, attributes: dict[str, str]) -> str:
+        """One evidence item; ``body`` is already escaped."""
+        if self.format == "xml":
+            return f"<{self.item_tag}{self._attrs(attributes)}>\n{body}\n</{self.item_tag}>\n"
+        head = ", ".join(f"{k}: {_one_line(v)}" for k, v in attributes.items())
+        fence = _fence(body)
+        return f"### {self.item_tag} ({head})\n\n{fence}\n{body}\n{fence}\n\n"
+
+    def message_block(self, role: str, body: str, attributes: dict[str, str] | None = None) -> str:
+        attrs = {"role": role, **(attributes or {})}
+        if self.format == "xml":
+            return f"<{self.message_tag}{self._attrs(attrs)}>\n{body}\n</{self.message_tag}>\n"
+        fence = _fence(body)
+        return f"### {_one_line(role)}\n\n{fence}\n{body}\n{fence}\n\n"
+
+    @staticmethod
+    def _attrs(attributes: dict[str, str] | None) -> str:
+        if not attributes:
+            return ""
+        return "".join(f' {k}="{escape_attribute(v)}"' for k, v in attributes.items())

@@ -1,0 +1,89 @@
+"""``AssemblyReport``: every token spent and every item left out, with the reason."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+__all__ = ["AssemblyReport", "ItemReport", "SectionReport"]
+
+ItemStatus = Literal["included", "truncated", "dropped", "merged"]
+DropReason = Literal["budget", "duplicate", "near_duplicate", "below_min_score", "filter", "empty", "max_share"]
+
+
+class ItemReport(BaseModel):
+    """One evidence item or history message and what became of it."""
+
+    id: str
+    section: str
+    source: str = ""
+    score: float | None = None
+    status: ItemStatus
+    reason: DropReason | None = None
+    detail: str | None = Field(default=None, description="e.g. the id it duplicates or was merged into")
+    tokens: int = Field(default=0, description="tokens of its block in the prompt (0 when left out)")
+    text: str | None = Field(default=None, description="only when the report was asked to keep text")
+
+
+class SectionReport(BaseModel):
+    name: str
+    role: str
+    tag: str
+    priority: int
+    pinned: bool
+    tokens: int = Field(description="exact tokens of the section's blocks in the prompt")
+    status: Literal["included", "truncated", "dropped"]
+    reason: str | None = None
+    items_included: int = 0
+    items_truncated: int = 0
+    items_dropped: int = 0
+
+
+class AssemblyReport(BaseModel):
+    """What one assembly did. ``tokens`` is a recount of the final prompt."""
+
+    budget: int
+    model: str | None = None
+    tokenizer: str
+    exact_tokenizer: bool = True
+    format: str
+    tokens: int
+    characters: int
+    budget_used_percent: float
+    estimated_cost_usd: float | None = None
+    seconds: float
+    prompt_sha256: str
+    sections: list[SectionReport]
+    items: list[ItemReport]
+    notes: list[str] = Field(default_factory=list)
+
+    def dropped(self) -> list[ItemReport]:
+        return [i for i in self.items if i.status in ("dropped", "merged")]
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for item in self.items:
+            key = item.status if item.reason is None else f"{item.status}:{item.reason}"
+            out[key] = out.get(key, 0) + 1
+        return out
+
+    def summary(self) -> str:
+        cost = "" if self.estimated_cost_usd is None else f", ~${self.estimated_cost_usd:.4f} input"
+        return (f"{self.tokens:,} of {self.budget:,} tokens ({self.budget_used_percent:.2f}%){cost}, "
+                f"{len(self.sections)} sections, {self.seconds * 1000:.0f} ms")
+
+    def audit_record(self, include_text: bool = False) -> dict[str, Any]:
+        """One JSON-ready line for an audit log; no document text unless asked."""
+        data = self.model_dump(mode="json")
+        if not include_text:
+            for item in data["items"]:
+                item.pop("text", None)
+        return data
+
+    def append_to_log(self, path: str | Path, include_text: bool = False) -> None:
+        line = json.dumps(self.audit_record(include_text), ensure_ascii=False, separators=(",", ":"))
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
