@@ -12,22 +12,34 @@ from typing import TYPE_CHECKING, Any
 from contextkit._version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.assembly import (
+        AssemblyReport, AssemblyResult, BudgetError, EvidenceItem, ModelProfile, ProfileError, Section,
+        SectionError, assemble, get_profile, list_profiles, register_profile,
+    )
+    from contextkit.assembly.context import AssemblerConfig, ContextAssembler, HistoryFileError, load_history
     from contextkit.chunking import ChunkerConfig, HeaderTooLargeError, TokenChunker
     from contextkit.embedders import Embedder, EmbeddingReport
     from contextkit.index import Index, IndexFolderError, IndexLockedError, IndexManifest, IndexMismatchError
     from contextkit.ingest import IngestConfig, IngestReport, ingest
     from contextkit.loaders import LoadError, discover_files, load_file
-    from contextkit.records import Chunk, Document, ScoredChunk
+    from contextkit.records import Chunk, Document, Message, ScoredChunk
     from contextkit.search import SearchError, search_index
     from contextkit.tokenizers import Tokenizer, TokenizerNotFoundError, get_tokenizer
 
 __all__ = [
+    "AssemblerConfig",
+    "AssemblyReport",
+    "AssemblyResult",
+    "BudgetError",
     "Chunk",
     "ChunkerConfig",
+    "ContextAssembler",
     "Document",
     "Embedder",
     "EmbeddingReport",
+    "EvidenceItem",
     "HeaderTooLargeError",
+    "HistoryFileError",
     "Index",
     "IndexFolderError",
     "IndexLockedError",
@@ -36,16 +48,26 @@ __all__ = [
     "IngestConfig",
     "IngestReport",
     "LoadError",
+    "Message",
+    "ModelProfile",
+    "ProfileError",
     "ScoredChunk",
     "SearchError",
+    "Section",
+    "SectionError",
     "TokenChunker",
     "Tokenizer",
     "TokenizerNotFoundError",
     "__version__",
+    "assemble",
     "discover_files",
+    "get_profile",
     "get_tokenizer",
     "ingest",
+    "list_profiles",
     "load_file",
+    "load_history",
+    "register_profile",
     "search_index",
 ]
 
@@ -59,6 +81,23 @@ _WHERE = {
     "LoadError": "loaders", "discover_files": "loaders", "load_file": "loaders",
     "SearchError": "search", "search_index": "search",
     "Tokenizer": "tokenizers", "TokenizerNotFoundError": "tokenizers", "get_tokenizer": "tokenizers",
+    "Message": "records",
+    "AssemblerConfig": "assembly.context",
+    "AssemblyReport": "assembly",
+    "AssemblyResult": "assembly",
+    "BudgetError": "assembly",
+    "ContextAssembler": "assembly.context",
+    "EvidenceItem": "assembly",
+    "HistoryFileError": "assembly.context",
+    "ModelProfile": "assembly",
+    "ProfileError": "assembly",
+    "Section": "assembly",
+    "SectionError": "assembly",
+    "assemble": "assembly",
+    "get_profile": "assembly",
+    "list_profiles": "assembly",
+    "load_history": "assembly.context",
+    "register_profile": "assembly",
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from contextkit.assembly.passages import Deduplicator
 from contextkit.assembly.render import Renderer
-from contextkit.assembly.sections import EvidenceItem, Section
+from contextkit.assembly.sections import Section
 from contextkit.tokenizers import Tokenizer
 
 __all__ = ["Block", "SectionFill", "truncate_at_sentence"]
@@ -55,10 +55,12 @@ def truncate_at_sentence(text: str, max_tokens: int, tokenizer: Tokenizer) -> st
 
 @dataclass(slots=True)
 class _Entry:
-    """An evidence item or a message, prepared for rendering."""
+    """An evidence item or a message, prepared for rendering (escaped on first use:
+    most candidates of a big pool are never rendered)."""
 
     id: str
-    body: str  # escaped
+    raw: str
+    escape: Callable[[str], str]
     attrs: dict[str, str]
     body_tokens: int | None
     source: str = ""
@@ -68,6 +70,14 @@ class _Entry:
     detail: str | None = None
     shown: str | None = None  # the body as rendered when truncated
     role: str | None = None  # messages
+    counted: tuple[str, int] | None = None  # the last block rendered for it and its exact count
+    _body: str | None = None
+
+    @property
+    def body(self) -> str:
+        if self._body is None:
+            self._body = self.escape(self.raw)
+        return self._body
 
 
 @dataclass
@@ -82,6 +92,7 @@ class SectionFill:
     status: str = "pending"
     reason: str | None = None
     orderer: Callable[[list[int]], list[int]] | None = None  # taken entry indices -> prompt order
+    dedup: Deduplicator | None = None
 
     # ----------------------------------------------------------- estimates
     def count(self, text: str) -> int:
@@ -146,7 +157,7 @@ class SectionFill:
                 e.status, e.reason = "dropped", "budget"
                 continue
             if dedup is not None:
-                dup = dedup.check(EvidenceItem(id=e.id, text=e.body))
+                dup = dedup.check(e.id, e.body)
                 if dup:
                     e.status, e.reason, e.detail = "dropped", dup[0], f"repeats {dup[1]}"
                     continue
@@ -201,7 +212,11 @@ class SectionFill:
         for i in self.orderer(taken) if self.orderer else taken:
             e = self.entries[i]
             body = e.shown if e.status == "truncated" else e.body
-            blocks.append(Block(self.entry_block(e, body), self.entry_estimate(e, body if e.shown else None), item=i))
+            text = self.entry_block(e, body)
+            if e.counted is not None and e.counted[0] == text:  # unchanged since it was counted
+                blocks.append(Block(text, e.counted[1], exact=True, item=i))
+            else:
+                blocks.append(Block(text, self.entry_estimate(e, body if e.shown else None), item=i))
         if tail:
             blocks.append(Block(tail, self.count(tail), exact=True))
         self.blocks = blocks

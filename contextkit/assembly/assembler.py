@@ -141,8 +141,8 @@ def _prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: fl
         return fill
     if section.messages is not None:
         for i, m in enumerate(section.messages):
-            e = _Entry(id=m.id or f"{section.name}#{i}", body=renderer.body(m.content), attrs={}, body_tokens=None,
-                       role=m.role)
+            e = _Entry(id=m.id or f"{section.name}#{i}", raw=m.content, escape=renderer.body, attrs={},
+                       body_tokens=None, role=m.role)
             if not m.content.strip():
                 e.status, e.reason = "dropped", "empty"
             fill.entries.append(e)
@@ -163,20 +163,44 @@ def _prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: fl
         early += [(by_id[a], "merged", None, f"merged into {into}") for a, into in absorbed.items()]
     kept.sort(key=lambda it: (-(it.score if it.score is not None else float("-inf")), it.id))
     for item, status, reason, detail in early:
-        fill.entries.append(_Entry(id=item.id, body="", attrs={}, body_tokens=0, source=item.source,
-                                   score=item.score, status=status, reason=reason, detail=detail))
+        fill.entries.append(_Entry(id=item.id, raw="", escape=renderer.body, attrs={}, body_tokens=0,
+                                   source=item.source, score=item.score, status=status, reason=reason,
+                                   detail=detail))
+    counts = {it.id: it.token_count for it in items if it.tokenizer == tok.name and it.token_count is not None}
+    originals = {it.id: it for it in items}
+    escapes = renderer.format == "xml"
     for item in kept:
-        body = renderer.body(item.text)
-        trusted = item.token_count if (body is item.text and item.tokenizer == tok.name) else None
+        trusted = _estimate(item, escapes, counts, originals if item.metadata.get("merged_ids") else None)
         attrs = {"id": item.id}
         if item.source:
             attrs["source"] = item.source
         if item.score is not None:
             attrs["score"] = f"{item.score:.4f}"
-        fill.entries.append(_Entry(id=item.id, body=body, attrs=attrs, body_tokens=trusted, source=item.source,
-                                   score=item.score))
+        fill.entries.append(_Entry(id=item.id, raw=item.text, escape=renderer.body, attrs=attrs,
+                                   body_tokens=trusted, source=item.source, score=item.score))
     fill.orderer = _orderer(fill, kept, evidence_order)
     return fill
+
+
+def _estimate(item: EvidenceItem, escapes: bool, counts: dict[str, int | None],
+              parts: dict[str, EvidenceItem] | None) -> int | None:
+    """A token estimate from stored chunk counts, so choosing costs no tokenizer pass.
+
+    Only an estimate (the prompt is counted exactly later): a merged passage is
+    scaled by characters from its parts' counts, an escaped one adds two tokens per
+    escape. None (count it) when no stored count applies.
+    """
+    if parts is not None:
+        ids = item.metadata["merged_ids"]
+        if not all(counts.get(i) for i in ids):
+            return None
+        chars = sum(len(parts[i].text) for i in ids)
+        base = round(sum(counts[i] for i in ids) * len(item.text) / max(chars, 1))
+    elif counts.get(item.id) is not None:
+        base = counts[item.id]
+    else:
+        return None
+    return base + 2 * (item.text.count("<") + item.text.count("&")) if escapes else base
 
 
 def _orderer(fill: SectionFill, kept: list[EvidenceItem], mode: EvidenceOrder):
@@ -203,17 +227,20 @@ def _share_out(flexible: list[SectionFill], limit: int, room: int, dedup: Dedupl
         cap = room - held
         if f.section.max_share is not None:
             cap = min(cap, int(f.section.max_share * limit))
-        used = f.fill(max(cap, 0), dedup if f.section.items is not None else None) if cap > 0 else f.fill(0)
+        f.dedup = dedup if f.section.items is not None else None
+        used = f.fill(max(cap, 0), f.dedup)
         reserve.pop(f.section.name, None)
         room -= used
 
 
 # ----------------------------------------------------------------- settling
 def _exact(fills: list[SectionFill], tok: Tokenizer, stable: bool) -> int:
-    todo = [b for f in fills for b in f.blocks if not b.exact]
+    todo = [(f, b) for f in fills for b in f.blocks if not b.exact]
     if todo:
-        for block, n in zip(todo, tok.count_many([b.text for b in todo])):
+        for (f, block), n in zip(todo, tok.count_many([b.text for _, b in todo])):
             block.tokens, block.exact = n, True
+            if block.item is not None:
+                f.entries[block.item].counted = (block.text, n)
     if stable:
         return sum(b.tokens for f in fills for b in f.blocks)
     return tok.count("".join(b.text for f in fills for b in f.blocks))
@@ -293,7 +320,7 @@ def _grow(f: SectionFill, room: int) -> bool:
         return False
     cut = next((e for e in f.entries if e.status == "truncated"), None)
     if cut is None:  # the next item left out for room may fit in part
-        cut = next((e for e in f.entries if e.status == "dropped" and e.reason == "budget"), None)
+        cut = _next_candidate(f)
         if cut is None:
             return False
         shown = truncate_at_sentence(cut.body, room - f.entry_estimate(cut, "") - 2, f.tokenizer)
@@ -308,6 +335,17 @@ def _grow(f: SectionFill, room: int) -> bool:
     return True
 
 
+def _next_candidate(f: SectionFill) -> _Entry | None:
+    """The best item left out for room that repeats nothing already taken."""
+    for e in f.entries:
+        if e.status == "dropped" and e.reason == "budget" and e.detail is None:
+            dup = f.dedup.check(e.id, e.body) if f.dedup is not None else None
+            if dup is None:
+                return e
+            e.reason, e.detail = dup[0], f"repeats {dup[1]}"
+    return None
+
+
 def _rebuild(f: SectionFill) -> None:
     if any(e.status in ("included", "truncated") for e in f.entries):
         f._entry_blocks()
@@ -317,6 +355,17 @@ def _rebuild(f: SectionFill) -> None:
 
 
 # ------------------------------------------------------------------- report
+def _item_report(**values: Any) -> ItemReport:
+    """``model_construct`` without its per-call field walk: a million-token prompt has
+    thousands of items, and these values are ours, already valid."""
+    obj = ItemReport.__new__(ItemReport)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
 def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profile: ModelProfile | None,
             tok: Tokenizer, fmt: str, keep_text: bool, notes: list[str], started: float) -> AssemblyReport:
     sections, items = [], []
@@ -329,7 +378,7 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
             if status in counts:
                 counts[status] += 1
             text = (e.shown if e.status == "truncated" else e.body) if keep_text and status != "dropped" else None
-            items.append(ItemReport.model_construct(
+            items.append(_item_report(
                 id=e.id, section=s.name, source=e.source, score=e.score, status=status, reason=e.reason,
                 detail=e.detail, tokens=block_tokens.get(i, 0), text=text))
         status = f.status if f.status != "pending" else "included"

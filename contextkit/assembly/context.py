@@ -1,0 +1,184 @@
+"""``ContextAssembler``: question, instructions, history and retrieval in; one prompt out.
+
+The everyday entry point. Constructor values are defaults that each
+:meth:`ContextAssembler.assemble` call may override; :func:`assemble` below it is
+for people who bring their own sections.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextkit.assembly.assembler import AssemblyResult, assemble
+from contextkit.assembly.profiles import ModelProfile
+from contextkit.assembly.sections import EvidenceItem, Section, SectionError
+from contextkit.records import Message
+
+__all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
+
+
+class HistoryFileError(ValueError):
+    """A history file that is not valid JSON lines of messages; names the line."""
+
+
+class AssemblerConfig(BaseModel):
+    """Every assembly option, with its default (see :func:`contextkit.assemble`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    budget: int | str | None = Field(default=None, description="tokens, or a model profile name")
+    format: Literal["xml", "markdown"] = "xml"
+    tokenizer: str | None = Field(default=None, description="default: the profile's, else cl100k_base")
+    evidence_order: Literal["lost_in_the_middle", "score", "document"] = "lost_in_the_middle"
+    restate_instructions: bool = True
+    restate_tag: str = "reminder"
+    merge_passages: bool = True
+    near_duplicate_threshold: float | None = Field(default=0.8, ge=0.0, le=1.0)
+    min_score: float | None = None
+    mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
+    k: int | None = Field(default=None, gt=0, description="chunks to retrieve; default: enough to fill the budget")
+    item_tag: str = "document"
+    message_tag: str = "message"
+    keep_text: bool = False
+    audit_log: str | None = None
+    audit_text: bool = False
+
+
+_ASSEMBLE_OPTIONS = ("format", "tokenizer", "evidence_order", "restate_instructions", "restate_tag",
+                     "merge_passages", "near_duplicate_threshold", "min_score", "item_tag", "message_tag",
+                     "keep_text", "audit_log", "audit_text")
+
+
+class ContextAssembler:
+    """Builds prompts under a budget from a question, instructions, history and evidence.
+
+    ``retriever`` is any contextkit retriever; or give ``index`` (a folder or an
+    opened :class:`~contextkit.index.Index`) and the assembler makes a ``mode``
+    retriever over it. ``budget`` is a token count or a model profile name.
+    """
+
+    def __init__(self, budget: int | str | ModelProfile | None = None, *, retriever: Any = None,
+                 index: Any = None, **options: Any) -> None:
+        self.profile = budget if isinstance(budget, ModelProfile) else None
+        self.config = AssemblerConfig(budget=None if self.profile else budget, **options)
+        self._retriever = retriever
+        self._index = index
+        self._owned_index: Any = None
+
+    # ----------------------------------------------------------- retrieval
+    @property
+    def retriever(self) -> Any:
+        if self._retriever is None and self._index is not None:
+            from contextkit.index import Index
+            from contextkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+
+            index = self._index
+            if not isinstance(index, Index):
+                index = self._owned_index = Index.open(index, read_only=True)
+            cls = {"dense": DenseRetriever, "bm25": BM25Retriever, "hybrid": HybridRetriever}[self.config.mode]
+            self._retriever = cls(index)
+        return self._retriever
+
+    def close(self) -> None:
+        if self._owned_index is not None:
+            self._owned_index.close()
+            self._owned_index = None
+
+    def __enter__(self) -> ContextAssembler:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ assembly
+    def assemble(self, query: str | None = None, *, instructions: str | None = None, system: str | None = None,
+                 task: str | None = None, knowledge: str | None = None,
+                 history: list[Message | dict[str, Any]] | None = None, evidence: list[Any] | None = None,
+                 retriever: Any = None, k: int | None = None, filters: Any = None,
+                 budget: int | str | ModelProfile | None = None, sections: list[Section] | None = None,
+                 **overrides: Any) -> AssemblyResult:
+        """One prompt and its report. ``instructions`` are the key instructions: first in
+        the prompt and restated after the question. ``evidence`` adds items to what the
+        retriever finds for ``query``; ``sections`` adds custom sections."""
+        config = self.config.model_copy(update=overrides) if overrides else self.config
+        if overrides:
+            AssemblerConfig.model_validate(config.model_dump())  # unknown or bad overrides fail here
+        budget = budget if budget is not None else self.profile or config.budget
+        if budget is None:
+            raise SectionError("no budget: give a token count or a model profile (budget=... or model=...)")
+        parts: list[Section] = []
+        for name, role, text in (("instructions", "key_instructions", instructions), ("system", "system", system),
+                                 ("task", "task", task), ("knowledge", "domain_knowledge", knowledge)):
+            if text is not None:
+                parts.append(Section(name, role=role, content=text))
+        items = [EvidenceItem.coerce(v, i) for i, v in enumerate(evidence or [])]
+        retriever = retriever or self.retriever
+        if retriever is not None and query:
+            items += self._retrieve(retriever, query, k or config.k, filters, budget)
+        if items or retriever is not None or evidence is not None:
+            parts.append(Section("evidence", role="evidence", items=items))
+        if history:
+            parts.append(Section("history", role="history", messages=list(history)))
+        if query is not None:
+            parts.append(Section("question", role="question", content=query))
+        parts += list(sections or [])
+        options = {name: getattr(config, name) for name in _ASSEMBLE_OPTIONS}
+        return assemble(parts, budget, **options)
+
+    def _retrieve(self, retriever: Any, query: str, k: int | None, filters: Any,
+                  budget: int | str | ModelProfile) -> list[EvidenceItem]:
+        index = retriever.index
+        if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
+            from contextkit.assembly.assembler import resolve_budget
+
+            limit = resolve_budget(budget, self.config.tokenizer)[0]
+            size = int(index.manifest.chunker.get("chunk_size") or 256)
+            k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size)))
+        tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
+        return [EvidenceItem.from_scored_chunk(hit, tokenizer) for hit in retriever.retrieve(query, k, filters)]
+
+    # --------------------------------------------------------- persistence
+    def to_dict(self) -> dict[str, Any]:
+        data = self.config.model_dump()
+        if self.profile is not None:
+            data["budget"] = self.profile.model_dump()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> ContextAssembler:
+        data = dict(data)
+        budget = data.pop("budget", None)
+        if isinstance(budget, dict):
+            budget = ModelProfile(**budget)
+        return cls(budget, **data, **kwargs)
+
+
+def load_history(path: str | Path) -> list[Message]:
+    """Messages from a JSON-lines file (``{"role": ..., "content": ...}`` per line)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise HistoryFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    messages = []
+    for number, line in enumerate(raw.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            data = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise HistoryFileError(f"{path}:{number}: not valid UTF-8 (byte {exc.start})") from None
+        except json.JSONDecodeError as exc:
+            raise HistoryFileError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(data, dict):
+            raise HistoryFileError(f"{path}:{number}: expected an object with role and content")
+        try:
+            messages.append(Message(**{k: data[k] for k in ("role", "content", "timestamp", "id") if k in data}))
+        except (TypeError, ValueError) as exc:
+            raise HistoryFileError(f"{path}:{number}: {exc}") from None
+    return messages
