@@ -361,6 +361,9 @@ class _EvalProgress:
             self.progress.update(self.task, completed=event.done)
 
 
+from contextkit import _cli_assemble  # noqa: E402,F401  (registers `assemble` and `models`)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     app()

@@ -51,3 +51,46 @@ class TestCli:
     def test_search_without_index(self, tmp_path):
         result = runner.invoke(app, ["search", "x", "--index", str(tmp_path / "none")])
         assert result.exit_code == 1 and "no index here" in result.output
+
+
+class TestAssembleCli:
+    def test_prompt_report_and_bad_input(self, tmp_path, small_corpus, embedder, cl100k):
+        from contextkit.ingest import ingest
+
+        ix = tmp_path / "ix"
+        ingest([small_corpus], ix, embedder=embedder)
+        (tmp_path / "rules.txt").write_text("Cite the document id.\n", encoding="utf-8")
+        (tmp_path / "h.jsonl").write_text('{"role": "user", "content": "I bake."}\n', encoding="utf-8")
+        out, rep = tmp_path / "prompt.txt", tmp_path / "report.json"
+        args = ["assemble", "How long do I knead dough?", "--index", str(ix), "--budget", "300",
+                "--instructions", str(tmp_path / "rules.txt"), "--history", str(tmp_path / "h.jsonl")]
+        result = runner.invoke(app, [*args, "--out", str(out), "--report", str(rep)])
+        assert result.exit_code == 0, result.output
+        prompt = out.read_text(encoding="utf-8")
+        report = json.loads(rep.read_text())
+        assert cl100k.count(prompt) == report["tokens"] <= 300
+        assert prompt.startswith("<instructions>\nCite the document id.\n</instructions>") and "Knead" in prompt
+        assert "evidence" in result.stderr and "tokens" in result.stderr  # the table goes to stderr
+
+        to_stdout = runner.invoke(app, [*args, "-q"])
+        assert to_stdout.exit_code == 0 and to_stdout.stdout == prompt
+
+        (tmp_path / "bad.jsonl").write_text('{"role": "user", "content": "hi"}\n{oops\n', encoding="utf-8")
+        fresh = tmp_path / "fresh.txt"
+        bad = runner.invoke(app, [*args[:4], "--budget", "300", "--history", str(tmp_path / "bad.jsonl"),
+                                  "--out", str(fresh)])
+        assert bad.exit_code == 1 and "bad.jsonl:2" in bad.output and not fresh.exists()
+        assert not list(tmp_path.glob(".fresh.txt.*"))
+        tiny = runner.invoke(app, [*args, "--budget", "5", "--out", str(fresh)])
+        assert tiny.exit_code == 1 and "over by" in tiny.output and not fresh.exists()
+        unknown = runner.invoke(app, [*args[:4], "--model", "gpt-17"])
+        assert unknown.exit_code == 1 and "gpt-4o" in unknown.output
+        none = runner.invoke(app, args[:4])
+        assert none.exit_code == 2 and "--budget" in none.output
+        missing = runner.invoke(app, ["assemble", "q", "--index", str(tmp_path / "nope"), "--budget", "100"])
+        assert missing.exit_code == 1 and "no index here" in missing.output
+
+    def test_models_lists_profiles(self):
+        result = runner.invoke(app, ["models", "--json"])
+        assert result.exit_code == 0
+        assert {"gpt-4o", "gemini-1.5-pro"} <= {p["name"] for p in json.loads(result.stdout)}

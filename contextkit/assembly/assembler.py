@@ -104,7 +104,7 @@ def assemble(
     fills = [_prepare(sections[i], renderer, tok, min_score, merge_passages, evidence_order) for i in order]
     keys = [f for f in fills if f.section.role == "key_instructions" and f.body]
     if restate_instructions and keys:
-        fills.append(_prepare(Section(name="reminder", role="custom", pinned=True, tag=restate_tag,
+        fills.append(_prepare(Section(name="reminder", role="reminder", pinned=True, tag=restate_tag,
                                       content="\n\n".join(f.section.content for f in keys)),
                               renderer, tok, None, False, evidence_order))
     notes = [f"section {f.section.name!r} is empty" for f in fills if f.body is None and not f.entries]
@@ -153,7 +153,7 @@ def _prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: fl
     for item in items:
         if not item.text.strip():
             early.append((item, "dropped", "empty", None))
-        elif min_score is not None and (item.score is None or item.score < min_score):
+        elif min_score is not None and item.score is not None and item.score < min_score:
             early.append((item, "dropped", "below_min_score", f"score below {min_score}"))
         else:
             kept.append(item)

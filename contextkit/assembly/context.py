@@ -105,9 +105,8 @@ class ContextAssembler:
         """One prompt and its report. ``instructions`` are the key instructions: first in
         the prompt and restated after the question. ``evidence`` adds items to what the
         retriever finds for ``query``; ``sections`` adds custom sections."""
-        config = self.config.model_copy(update=overrides) if overrides else self.config
-        if overrides:
-            AssemblerConfig.model_validate(config.model_dump())  # unknown or bad overrides fail here
+        # Validated like the constructor's: an unknown or bad override fails here.
+        config = AssemblerConfig(**{**self.config.model_dump(), **overrides}) if overrides else self.config
         budget = budget if budget is not None else self.profile or config.budget
         if budget is None:
             raise SectionError("no budget: give a token count or a model profile (budget=... or model=...)")

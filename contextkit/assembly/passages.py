@@ -107,7 +107,7 @@ def _normalise(text: str) -> str:
 def sentence_set(normalised: str) -> set[int]:
     """Hashes of the text's sentences (normalised): the unit of near-duplicate detection."""
     pieces = normalised.replace("? ", ". ").replace("! ", ". ").replace("; ", ". ").split(". ")
-    return {hash(piece) for piece in pieces if len(piece) >= _MIN_SENTENCE}
+    return {hash(piece.rstrip(".!?;")) for piece in pieces if len(piece) >= _MIN_SENTENCE}
 
 
 class Deduplicator:

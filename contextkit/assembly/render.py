@@ -70,7 +70,8 @@ class Renderer:
         if self.format == "xml":
             return f"<{tag}{self._attrs(attributes)}>\n"
         extra = "".join(f" ({_one_line(k)}: {_one_line(v)})" for k, v in (attributes or {}).items())
-        return f"## {_one_line(title)}{extra}\n\n"
+        title = _one_line(title).replace("_", " ")
+        return f"## {title[:1].upper()}{title[1:]}{extra}\n\n"
 
     def close(self, tag: str) -> str:
         return f"</{tag}>\n" if self.format == "xml" else ""

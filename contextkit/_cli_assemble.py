@@ -1,0 +1,149 @@
+"""``contextkit assemble`` and ``contextkit models``: prompts under a budget from the shell."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from contextkit.cli import IndexOpt, _fail, app, err, out
+
+
+@app.command()
+def assemble(
+    question: Annotated[str, typer.Argument(help="the user's question")],
+    index: IndexOpt,
+    budget: Annotated[Optional[int], typer.Option(help="prompt budget in tokens")] = None,
+    model: Annotated[Optional[str], typer.Option(
+        help="model profile (window, answer reserve, tokenizer, price); see `contextkit models`")] = None,
+    instructions: Annotated[Optional[Path], typer.Option(
+        help="text file of key instructions: first in the prompt, restated at the end")] = None,
+    history: Annotated[Optional[Path], typer.Option(help="conversation so far: JSON lines of {role, content}")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="xml or markdown")] = "xml",
+    mode: Annotated[str, typer.Option(help="retrieval: dense, bm25 or hybrid")] = "hybrid",
+    k: Annotated[Optional[int], typer.Option("-k", help="chunks to retrieve [default: enough to fill the budget]")] = None,
+    filter_: Annotated[Optional[list[str]], typer.Option(
+        "--filter", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
+    order: Annotated[str, typer.Option(help="evidence order: lost_in_the_middle, score or document")] = "lost_in_the_middle",
+    out_file: Annotated[Optional[Path], typer.Option("--out", help="write the prompt here instead of stdout")] = None,
+    report_file: Annotated[Optional[Path], typer.Option("--report", help="write the report here as JSON")] = None,
+    audit_log: Annotated[Optional[Path], typer.Option(help="append one JSON line per assembly (no document text)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="the report as JSON on stderr instead of a table")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no report on stderr")] = False,
+) -> None:
+    """Build one prompt for QUESTION from an index, under a token budget.
+
+    The prompt goes to stdout (or --out); the report (tokens per section, what was
+    dropped and why) to stderr. Nothing is written when anything fails.
+
+    Example: contextkit assemble "How are exceptions chained?" --index my.ck-index --model gpt-4o --out prompt.txt
+    """
+    from contextkit.assembly import BudgetError, ProfileError, SectionError, get_profile
+    from contextkit.assembly.context import ContextAssembler, HistoryFileError, load_history
+    from contextkit.index import Index, IndexFolderError
+    from contextkit.retrievers import Filters, RetrievalError
+
+    if budget is None and model is None:
+        raise _fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
+    if budget is not None and budget <= 0:
+        raise _fail(f"--budget must be a positive number of tokens, not {budget}", 2)
+    if fmt not in ("xml", "markdown") or mode not in ("dense", "bm25", "hybrid"):
+        raise _fail("--format is xml or markdown; --mode is dense, bm25 or hybrid", 2)
+    try:
+        profile = get_profile(model) if model else None
+        key_text = _read_text(instructions).strip() if instructions else None
+        messages = load_history(history) if history else None
+        filters = Filters.parse(filter_) if filter_ else None
+        with Index.open(index, read_only=True) as opened:
+            assembler = ContextAssembler(
+                profile if budget is None else budget, index=opened, mode=mode, format=fmt, evidence_order=order,
+                tokenizer=profile.tokenizer if (profile and budget is not None) else None,
+                audit_log=str(audit_log) if audit_log else None)
+            result = assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
+    except (IndexFolderError, RetrievalError, BudgetError, ProfileError, SectionError, HistoryFileError,
+            ValueError, OSError) as exc:
+        raise _fail(str(exc)) from None
+    evidence = next((s for s in result.report.sections if s.role == "evidence"), None)
+    if evidence is None or evidence.items_included + evidence.items_truncated == 0:
+        raise _fail(f"no evidence: {index} returned nothing usable for this question "
+                    f"(filters: {filter_ or 'none'}); nothing written")
+    try:
+        if report_file:
+            _write_atomic(report_file, result.report.model_dump_json(indent=2) + "\n")
+        if out_file:
+            _write_atomic(out_file, result.prompt)
+        else:
+            sys.stdout.write(result.prompt)
+            sys.stdout.flush()
+    except OSError as exc:
+        raise _fail(f"cannot write: {exc}") from None
+    if quiet:
+        return
+    if as_json:
+        err.print_json(result.report.model_dump_json())
+    else:
+        _print_report(result.report)
+
+
+@app.command()
+def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
+    """List the model profiles `contextkit assemble --model` knows."""
+    from contextkit.assembly import list_profiles
+
+    profiles = list_profiles()
+    if as_json:
+        out.print_json(json.dumps([p.model_dump() for p in profiles]))
+        return
+    table = Table(title="model profiles (add your own with contextkit.register_profile)")
+    for col in ("name", "window", "answer", "prompt budget", "tokenizer", "USD / 1M input"):
+        table.add_column(col, justify="right" if col not in ("name", "tokenizer") else "left")
+    for p in profiles:
+        tok = p.tokenizer if p.exact_tokenizer else f"{p.tokenizer} (estimate)"
+        price = "-" if p.input_price_per_million is None else f"{p.input_price_per_million:.2f}"
+        table.add_row(p.name, f"{p.context_window:,}", f"{p.reserved_output:,}", f"{p.prompt_budget:,}", tok, price)
+    out.print(table)
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write to a temporary file beside ``path``, then rename: never half a prompt."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".part")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _print_report(report) -> None:
+    table = Table(title=f"prompt: {report.summary()}", title_justify="left")
+    for col in ("section", "role", "tokens", "status", "in", "cut", "out"):
+        table.add_column(col, justify="right" if col in ("tokens", "in", "cut", "out") else "left")
+    for s in report.sections:
+        items = s.items_included + s.items_truncated + s.items_dropped > 0
+        table.add_row(s.name, s.role, f"{s.tokens:,}", s.status + (f" ({s.reason})" if s.reason else ""),
+                      str(s.items_included) if items else "", str(s.items_truncated) if items else "",
+                      str(s.items_dropped) if items else "")
+    err.print(table)
+    left_out = {k: v for k, v in report.counts().items() if not k.startswith("included")}
+    if left_out:
+        err.print("left out or cut: " + ", ".join(f"{v} {k.replace(':', ' for ')}" for k, v in sorted(left_out.items())),
+                  highlight=False)
+    for note in report.notes:
+        err.print(f"note: {note}", highlight=False)
