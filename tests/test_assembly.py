@@ -179,6 +179,13 @@ class TestAssemble:
         assert tail == ("<question>\nWhat does FAISS do?\n</question>\n"
                         "<reminder>\nAnswer only from the evidence.\n</reminder>\n")
 
+    def test_evidence_order_in_the_prompt(self):
+        prompt, _ = assemble(_sections(_items(7)), 20_000)  # scores fall with the index
+        ids = [d.get("id") for d in _wrapped(prompt).find("evidence")]
+        assert ids == ["doc0", "doc2", "doc4", "doc6", "doc5", "doc3", "doc1"]
+        by_doc, _ = assemble(_sections(_items(7)), 20_000, evidence_order="document")
+        assert [d.get("source") for d in _wrapped(by_doc).find("evidence")] == [f"src/{i}.md" for i in range(7)]
+
     def test_no_restatement_when_asked(self):
         prompt, _ = assemble(_sections(_items(2)), 5_000, restate_instructions=False)
         assert prompt.rstrip().endswith("</question>") and "<reminder>" not in prompt
