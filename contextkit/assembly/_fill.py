@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from contextkit.assembly.passages import Deduplicator
 from contextkit.assembly.render import Renderer
@@ -93,6 +94,9 @@ class SectionFill:
     reason: str | None = None
     orderer: Callable[[list[int]], list[int]] | None = None  # taken entry indices -> prompt order
     dedup: Deduplicator | None = None
+    summarizer: Any = None  # history: a HistorySummarizer-like object with compress(...)
+    query: str | None = None
+    compression: list[Any] = field(default_factory=list)
 
     # ----------------------------------------------------------- estimates
     def count(self, text: str) -> int:
@@ -146,6 +150,8 @@ class SectionFill:
         """Spend at most about ``cap`` tokens; returns the estimate spent."""
         if self.body is not None:
             return self._fill_text(cap)
+        if self.section.messages is not None and self.summarizer is not None:
+            return self._fill_history(cap)
         frame = self.frame_tokens()
         room = cap - frame
         entries = self.entries if self.section.messages is None else list(reversed(self.entries))  # newest first
@@ -179,6 +185,48 @@ class SectionFill:
         if not any(e.status in ("included", "truncated") for e in self.entries):
             self.status = "dropped" if self.entries else "included"
             self.reason = "budget" if self.entries else "empty"
+            return 0
+        self._entry_blocks()
+        return sum(b.tokens for b in self.blocks)
+
+    def _fill_history(self, cap: int) -> int:
+        """Newest turns verbatim; the turns that do not fit become one summary entry."""
+        live = [e for e in self.entries if e.status == "pending"]
+        room = cap - self.frame_tokens()
+        if sum(self.entry_estimate(e) for e in live) <= room:
+            for e in live:
+                e.status = "included"
+            self._entry_blocks()
+            return sum(b.tokens for b in self.blocks)
+        cfg = getattr(self.summarizer, "config", None)
+        reserve = min(getattr(cfg, "summary_max_tokens", 512), room // 2)
+        left = room - reserve
+        older: list[_Entry] = []
+        for e in reversed(live):
+            need = self.entry_estimate(e)
+            if not older and need <= left:
+                e.status, left = "included", left - need
+            else:
+                older.append(e)
+        older.reverse()
+        from contextkit.records import Message
+
+        messages = [Message(e.role or "user", e.raw, id=e.id) for e in older]
+        marker = _Entry(id=f"{self.section.name}-summary", raw="", escape=self.renderer.body,
+                        attrs={"turns": str(len(older))}, body_tokens=0, role="summary")
+        budget = reserve + left - self.entry_estimate(marker) - 2
+        result = self.summarizer.compress(messages, self.query, keep_last=0, max_tokens=max(budget, 0)) \
+            if budget > 16 else None
+        if result is not None:
+            self.compression.append(result.report)
+        for e in older:
+            e.status, e.reason = ("summarized", None) if result and result.summary else ("dropped", "budget")
+            e.detail = f"in {marker.id}" if result and result.summary else "older turn: no room for a summary"
+        if result is not None and result.summary:
+            marker.raw, marker.body_tokens, marker.status = result.summary, None, "included"
+            self.entries.insert(0, marker)
+        if not any(e.status in ("included", "truncated") for e in self.entries):
+            self.status, self.reason, self.blocks = "dropped", "budget", []
             return 0
         self._entry_blocks()
         return sum(b.tokens for b in self.blocks)

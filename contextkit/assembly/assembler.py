@@ -79,6 +79,7 @@ def assemble(
     merge_passages: bool = True,
     near_duplicate_threshold: float | None = 0.8,
     min_score: float | None = None,
+    history_summarizer: Any = None,
     item_tag: str = "document",
     message_tag: str = "message",
     keep_text: bool = False,
@@ -88,7 +89,9 @@ def assemble(
 ) -> AssemblyResult:
     """Build one prompt from ``sections`` that fits ``budget`` tokens.
 
-    ``verify=True`` also recounts the final prompt in one piece and checks it
+    ``history_summarizer`` (e.g. :class:`~contextkit.compressors.HistorySummarizer`)
+    condenses the turns of a history section that do not fit into one summary
+    entry; without it those turns are dropped and reported. ``verify=True`` also recounts the final prompt in one piece and checks it
     against the block sum (a second full pass; the tests do this).
     """
     started = time.perf_counter()
@@ -108,6 +111,10 @@ def assemble(
                                       content="\n\n".join(f.section.content for f in keys)),
                               renderer, tok, None, False, evidence_order))
     notes = [f"section {f.section.name!r} is empty" for f in fills if f.body is None and not f.entries]
+    question = "\n".join(f.section.content for f in fills if f.section.role == "question" and f.section.content)
+    for f in fills:
+        if f.section.messages is not None:
+            f.summarizer, f.query = history_summarizer, question or None
 
     pinned = [f for f in fills if f.section.pinned]
     needed = {f.section.name: f.fill_all() for f in pinned}
@@ -372,7 +379,7 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
     for f in fills:
         s = f.section
         block_tokens: dict[int, int] = {b.item: b.tokens for b in f.blocks if b.item is not None}
-        counts = {"included": 0, "truncated": 0, "dropped": 0}
+        counts = {"included": 0, "truncated": 0, "dropped": 0, "summarized": 0}
         for i, e in enumerate(f.entries):
             status = e.status if e.status != "pending" else "dropped"
             if status in counts:
@@ -388,12 +395,12 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
             name=s.name, role=s.role, tag=s.tag, priority=s.priority, pinned=s.pinned,
             tokens=sum(b.tokens for b in f.blocks), status=status, reason=f.reason,
             items_included=counts["included"], items_truncated=counts["truncated"],
-            items_dropped=counts["dropped"]))
+            items_dropped=counts["dropped"] + counts["summarized"]))
     return AssemblyReport(
         budget=limit, model=profile.name if profile else None, tokenizer=tok.name,
         exact_tokenizer=profile.exact_tokenizer if profile else True, format=fmt, tokens=total,
         characters=len(prompt), budget_used_percent=round(100.0 * total / limit, 3),
         estimated_cost_usd=profile.cost(total) if profile else None, seconds=time.perf_counter() - started,
         prompt_sha256=hashlib.sha256(prompt.encode("utf-8")).hexdigest(), sections=sections, items=items,
-        notes=notes)
+        notes=notes, compression=[r for f in fills for r in f.compression])
 

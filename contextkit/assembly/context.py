@@ -45,13 +45,16 @@ class AssemblerConfig(BaseModel):
     item_tag: str = "document"
     message_tag: str = "message"
     keep_text: bool = False
+    summarize_history: bool = Field(default=True, description="condense turns that do not fit (else drop them)")
+    summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the history summary")
     audit_log: str | None = None
     audit_text: bool = False
+    verify: bool = Field(default=False, description="also recount the prompt in one piece (a second pass)")
 
 
 _ASSEMBLE_OPTIONS = ("format", "tokenizer", "evidence_order", "restate_instructions", "restate_tag",
                      "merge_passages", "near_duplicate_threshold", "min_score", "item_tag", "message_tag",
-                     "keep_text", "audit_log", "audit_text")
+                     "keep_text", "audit_log", "audit_text", "verify")
 
 
 class ContextAssembler:
@@ -63,12 +66,14 @@ class ContextAssembler:
     """
 
     def __init__(self, budget: int | str | ModelProfile | None = None, *, retriever: Any = None,
-                 index: Any = None, **options: Any) -> None:
+                 index: Any = None, history_summarizer: Any = None, **options: Any) -> None:
         self.profile = budget if isinstance(budget, ModelProfile) else None
         self.config = AssemblerConfig(budget=None if self.profile else budget, **options)
         self._retriever = retriever
         self._index = index
         self._owned_index: Any = None
+        self.history_summarizer = history_summarizer  # e.g. an LLMHistorySummarizer; default: extractive
+        self._extractive: Any = None
 
     # ----------------------------------------------------------- retrieval
     @property
@@ -127,7 +132,19 @@ class ContextAssembler:
             parts.append(Section("question", role="question", content=query))
         parts += list(sections or [])
         options = {name: getattr(config, name) for name in _ASSEMBLE_OPTIONS}
+        if history and config.summarize_history:
+            options["history_summarizer"] = self._summarizer(config)
         return assemble(parts, budget, **options)
+
+    def _summarizer(self, config: AssemblerConfig) -> Any:
+        if self.history_summarizer is not None:
+            return self.history_summarizer
+        from contextkit.compressors.history import HistorySummarizer
+
+        if self._extractive is None or self._extractive.config.summary_max_tokens != config.summary_max_tokens:
+            # Kept between calls: its per-message cache makes the next turn's summary cheap.
+            self._extractive = HistorySummarizer(summary_max_tokens=config.summary_max_tokens)
+        return self._extractive
 
     def _retrieve(self, retriever: Any, query: str, k: int | None, filters: Any,
                   budget: int | str | ModelProfile) -> list[EvidenceItem]:

@@ -8,9 +8,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from contextkit.compressors.base import CompressionReport
+
 __all__ = ["AssemblyReport", "ItemReport", "SectionReport"]
 
-ItemStatus = Literal["included", "truncated", "dropped", "merged"]
+ItemStatus = Literal["included", "truncated", "dropped", "merged", "summarized"]
 DropReason = Literal["budget", "duplicate", "near_duplicate", "below_min_score", "filter", "empty", "max_share"]
 
 
@@ -59,9 +61,10 @@ class AssemblyReport(BaseModel):
     sections: list[SectionReport]
     items: list[ItemReport]
     notes: list[str] = Field(default_factory=list)
+    compression: list[CompressionReport] = Field(default_factory=list, description="compressors run, with fallbacks")
 
     def dropped(self) -> list[ItemReport]:
-        return [i for i in self.items if i.status in ("dropped", "merged")]
+        return [i for i in self.items if i.status in ("dropped", "merged", "summarized")]
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

@@ -1,0 +1,236 @@
+"""``HistorySummarizer``: keep the last turns verbatim, condense the older ones.
+
+The default summary is extractive and deterministic (no model, no network): the
+older turns are split into sentences, each scored by
+
+* relevance to the current question (TF-IDF cosine),
+* centrality (cosine with the centroid of all older sentences),
+* recency (later turns weigh more), and
+* fact-bearing cues (numbers, dates, names, first-person statements such as
+  "my name is", "I prefer"): what a user expects a conversation to remember,
+
+then chosen best-first with near-repeats skipped, until the summary's hard
+token cap is reached, and written back in conversation order with who said
+what. Sentence features are cached per message, so a new turn only costs the
+new message's features plus one cheap selection: the summary is incremental.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextkit.compressors.base import CompressionReport
+from contextkit.records import Message
+from contextkit.tokenizers import Tokenizer, get_tokenizer
+
+__all__ = ["HistoryResult", "HistorySummarizer", "HistorySummarizerConfig", "split_sentences"]
+
+_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+_SENTENCE = re.compile(r"[^.!?\n。！？]*(?:[.!?。！？]+['\"”’)\]]*|\n+|$)")
+_FACT_CUES = re.compile(
+    r"\b(?:my|mine|i'm|i am|i've|i have|i live|i work|i was born|i prefer|i like|i love|i hate|"
+    r"call me|remember|don't forget|birthday|named|favou?rite|appointment|deadline|meeting)\b", re.I)
+_NUMBER = re.compile(r"\d")
+_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+")
+_STOP = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been being it its this that "
+    "these those i you he she we they me him her us them my your his our their what which who whom do does did "
+    "so not no yes just very really too also than then there here about into over can could would should will "
+    "shall may might must have has had oh well like know think yeah okay ok".split())
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of a chat message (terminal punctuation or line ends), stripped, none empty."""
+    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
+
+
+def _terms(text: str) -> list[str]:
+    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOP and len(w) > 1]
+
+
+@dataclass(slots=True)
+class _Sentence:
+    text: str
+    turn: int
+    role: str
+    terms: Counter
+    fact: float
+
+
+@dataclass(slots=True)
+class HistoryResult:
+    """The summary of the older turns (None when all turns were kept) and the recent turns."""
+
+    summary: str | None
+    recent: list[Message]
+    report: CompressionReport
+    summarized: list[Message] = field(default_factory=list)
+
+    def messages(self) -> list[Message]:
+        """The history as messages: the summary (role ``system``) then the recent turns."""
+        head = [Message("system", self.summary, id="history-summary")] if self.summary else []
+        return head + list(self.recent)
+
+
+class HistorySummarizerConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    keep_last: int = Field(default=6, ge=0, description="turns kept verbatim (three exchanges)")
+    summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the summary")
+    tokenizer: str = "cl100k_base"
+    weight_relevance: float = 0.45
+    weight_centrality: float = 0.15
+    weight_recency: float = 0.15
+    weight_facts: float = 0.25
+    drop_unrelated: bool = Field(default=False, description="drop older turns with nothing in common with the question")
+    redundancy: float = Field(default=0.6, description="skip a sentence sharing this share of terms with a chosen one")
+
+
+class HistorySummarizer:
+    """Extractive, offline, deterministic history compression (see the module docstring)."""
+
+    name = "extractive_history"
+
+    def __init__(self, tokenizer: str | Tokenizer | None = None, **options: Any) -> None:
+        if isinstance(tokenizer, str):
+            options["tokenizer"] = tokenizer
+        self.config = HistorySummarizerConfig(**options)
+        self._tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else None
+        self._features: dict[str, list[_Sentence]] = {}  # message hash -> its sentences (the rolling cache)
+
+    @property
+    def tokenizer(self) -> Tokenizer:
+        if self._tokenizer is None:
+            self._tokenizer = get_tokenizer(self.config.tokenizer)
+        return self._tokenizer
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": "HistorySummarizer", **self.config.model_dump()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> HistorySummarizer:
+        data = {k: v for k, v in data.items() if k != "type"}
+        return cls(**data)
+
+    # ----------------------------------------------------------------- public
+    def compress(self, messages: list[Message | dict[str, Any]], query: str | None = None, *,
+                 keep_last: int | None = None, max_tokens: int | None = None) -> HistoryResult:
+        """Summarise all but the last ``keep_last`` turns into at most ``max_tokens`` tokens."""
+        started = time.perf_counter()
+        msgs = [_as_message(m, i) for i, m in enumerate(messages)]
+        keep = self.config.keep_last if keep_last is None else keep_last
+        cap = self.config.summary_max_tokens if max_tokens is None else max_tokens
+        if keep < 0 or cap < 0:
+            raise ValueError("keep_last and max_tokens must not be negative")
+        older, recent = (msgs[:-keep], msgs[-keep:]) if keep else (msgs, [])
+        report = CompressionReport(compressor=self.name, items_in=len(msgs))
+        tok = self.tokenizer
+        report.input_tokens = sum(tok.count(m.content) for m in msgs)
+        summary = self._summarise(older, query, cap, report) if older else None
+        report.items_out = len(recent) + (1 if summary else 0)
+        report.output_tokens = sum(tok.count(m.content) for m in recent) + (tok.count(summary) if summary else 0)
+        report.seconds = time.perf_counter() - started
+        return HistoryResult(summary, recent, report, older)
+
+    def summarize(self, messages: list[Message | dict[str, Any]], query: str | None = None,
+                  max_tokens: int | None = None) -> str:
+        """Just the summary of ``messages`` (all of them; no recent turns kept apart)."""
+        return self.compress(messages, query, keep_last=0, max_tokens=max_tokens).summary or ""
+
+    # ------------------------------------------------------------- internals
+    def _sentences(self, msg: Message, turn: int) -> list[_Sentence]:
+        key = hashlib.blake2b(f"{msg.role}\0{msg.content}".encode("utf-8", "surrogatepass"), digest_size=12).digest()
+        cached = self._features.get(key)
+        if cached is None:
+            cached = []
+            for text in split_sentences(msg.content):
+                cue = bool(_FACT_CUES.search(text)) + bool(_NUMBER.search(text)) + bool(_NAME.search(text))
+                cached.append(_Sentence(text, -1, msg.role, Counter(_terms(text)), min(cue, 2) / 2))
+            self._features[key] = cached
+        return [_Sentence(s.text, turn, s.role, s.terms, s.fact) for s in cached]
+
+    def _summarise(self, older: list[Message], query: str | None, cap: int, report: CompressionReport) -> str | None:
+        cfg = self.config
+        sents = [s for turn, m in enumerate(older) for s in self._sentences(m, turn)]
+        report.details["sentences"] = len(sents)
+        if not sents or cap <= 0:
+            return None
+        df = Counter(t for s in sents for t in s.terms)
+        n = len(sents)
+        idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
+        vecs = [{t: c * idf[t] for t, c in s.terms.items()} for s in sents]
+        norms = [math.sqrt(sum(v * v for v in vec.values())) or 1.0 for vec in vecs]
+        centroid: Counter = Counter()
+        for vec, norm in zip(vecs, norms):
+            for t, v in vec.items():
+                centroid[t] += v / norm
+        c_norm = math.sqrt(sum(v * v for v in centroid.values())) or 1.0
+        qvec = {t: c * idf.get(t, 1.0) for t, c in Counter(_terms(query or "")).items()}
+        q_norm = math.sqrt(sum(v * v for v in qvec.values())) or 1.0
+        turns = max(len(older) - 1, 1)
+        scored = []
+        for i, (s, vec, norm) in enumerate(zip(sents, vecs, norms)):
+            if not vec:  # "Right." "Haha!": nothing to remember
+                continue
+            rel = sum(v * qvec.get(t, 0.0) for t, v in vec.items()) / (norm * q_norm) if qvec else 0.0
+            if cfg.drop_unrelated and qvec and rel == 0.0 and not s.fact:
+                continue
+            cen = sum(v * centroid[t] for t, v in vec.items()) / (norm * c_norm)
+            score = (cfg.weight_relevance * rel + cfg.weight_centrality * cen
+                     + cfg.weight_recency * (s.turn / turns) + cfg.weight_facts * s.fact)
+            scored.append((score, i))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        header = f"Summary of {len(older)} earlier turns (selected sentences, in order):"
+        budget = cap - self.tokenizer.count(header + "\n")
+        chosen: list[int] = []
+        for _, i in scored:
+            words = set(sents[i].terms)
+            if any(_overlap(words, set(sents[j].terms)) >= cfg.redundancy for j in chosen):
+                continue
+            line_tokens = self.tokenizer.count(f"- {sents[i].role}, turn {sents[i].turn + 1}: {sents[i].text}\n")
+            if line_tokens <= budget:
+                chosen.append(i)
+                budget -= line_tokens
+            if budget < 8:
+                break
+        report.removed["sentences"] = len(sents) - len(chosen)
+        if not chosen:
+            return None
+        return self._render(header, [sents[i] for i in sorted(chosen)], cap)
+
+    def _render(self, header: str, chosen: list[_Sentence], cap: int) -> str:
+        lines, last = [header], None
+        for s in chosen:
+            if last is not None and (s.turn, s.role) == last:
+                lines[-1] += " " + s.text
+            else:
+                lines.append(f"- {s.role}, turn {s.turn + 1}: {s.text}")
+            last = (s.turn, s.role)
+        text = "\n".join(lines)
+        while self.tokenizer.count(text) > cap and len(lines) > 1:  # joined lines can count differently
+            lines.pop()
+            text = "\n".join(lines)
+        return text
+
+
+def _overlap(a: set[str], b: set[str]) -> float:
+    return len(a & b) / min(len(a), len(b)) if a and b else 0.0
+
+
+def _as_message(value: Message | dict[str, Any], position: int) -> Message:
+    if isinstance(value, Message):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"message #{position}: expected a Message or a dict, not {type(value).__name__}")
+    missing = [k for k in ("role", "content") if k not in value]
+    if missing:
+        raise ValueError(f"message #{position}: missing {', '.join(missing)}")
+    return Message(**{k: value[k] for k in ("role", "content", "timestamp", "id") if k in value})
