@@ -50,7 +50,7 @@ def ingest(
     workers: Annotated[int, typer.Option(help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
     index_type: Annotated[str, typer.Option(
-        help="flat (exact), hnsw or ivf (approximate, for large corpora), auto (flat below 200k chunks, then hnsw)")] = "flat",
+        help="flat (exact), hnsw or ivf (approximate, for large corpora), auto (flat below 50k chunks, then hnsw)")] = "flat",
     strict: Annotated[bool, typer.Option(help="exit 1 if any input failed")] = False,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
