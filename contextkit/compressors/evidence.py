@@ -67,24 +67,27 @@ __all__ = ["EvidenceCompressor", "EvidenceCompressorConfig", "split_sentences"]
 # A candidate end: terminal punctuation (with closing quotes/brackets) then white
 # space, a CJK full stop (no space needed), or a line break.
 _END = re.compile(r"[.!?…]+['\"”’)\]]*(?=\s)|[。！？]+['\"”’)\]」』]*|\n")
-_WORD_BEFORE = re.compile(r"(\S+)$")
 _NEXT_WORD = re.compile(r"\s*(\S*)")
 _LIST_START = re.compile(r"[ \t]*(?:[-*•+>#|]|\d{1,3}[.)]|[a-zA-Z][.)]\s|```)")
 
 #: Abbreviations after which a period never ends a sentence (lower case, no final period).
 _NEVER_END = frozenset(
     "e.g i.e cf viz vs fig figs eq eqs ref refs approx ca resp incl dr mr mrs ms prof st jr sr rev gen hon "
-    "mt sgt capt lt col no nos vol vols pp p sec secs ch chap tab suppl ed eds al op art para dept univ "
-    "est min max avg var nat int jan feb mar apr jun jul aug sep sept oct nov dec".split())
+    "mt sgt capt lt col dept univ suppl".split())
+#: Abbreviations that do not end a sentence before a number or a bracket ("No. 5", "p. 12", "Jan. 2020").
+_BEFORE_NUMBER = frozenset(
+    "no nos vol vols p pp sec secs ch chap tab art para est min max avg approx "
+    "jan feb mar apr jun jul aug sep sept oct nov dec".split())
 #: Ambiguous abbreviations: they end a sentence only before a typical sentence opener.
-_MAYBE_END = frozenset("etc inc ltd co corp bros a.m p.m u.s u.k u.n e.u".split())
+_MAYBE_END = frozenset("al etc inc ltd co corp bros ed eds a.m p.m".split())
 _OPENERS = frozenset(
     "the this these that those we our in it its a an however thus therefore here there they he she his her "
     "i as for to on at by with after although but and moreover furthermore finally overall results "
     "conclusions conclusion methods background objective objectives design setting participants "
     "interventions measurements main if when while since because one two three all most some many no "
-    "both each patients data our".split())
+    "both each patients data".split())
 _CONNECTORS = frozenset("by and of with to from & et".split())
+_CLOSERS = "'\"”’)]"
 _SHORT_LINE = 40  # a line this short, ended by a line break, is a heading or a list entry
 
 
@@ -93,12 +96,13 @@ def split_sentences(text: str) -> list[tuple[int, int]]:
 
     A sentence ends at ``.``, ``!``, ``?`` or ``…`` (plus closing quotes and
     brackets) followed by white space and something that can open a sentence (not
-    a lower-case letter), at a CJK full stop, at a blank line, and at a single line
-    break that follows a short line (a heading), terminal punctuation or a colon, or
-    that precedes a list entry. Hard-wrapped prose keeps its sentences whole. A
-    period does not end a sentence after a known abbreviation (``e.g.``, ``Fig.``,
-    ``et al.``, ``vs.``, ``Dr.``, ``No. 5``...), an initial (``J. Smith``,
-    ``John F. Kennedy``), inside a number (``3.5``, ``p < .001``) or before a lower-case word.
+    an all-lower-case word; ``mRNA`` or ``p53`` can), at a CJK full stop, at a blank
+    line, and at a single line break after a short line (a heading), a colon or a
+    semicolon, or before a list entry; hard-wrapped prose keeps its sentences whole.
+    A period does not end a sentence after a known abbreviation (``e.g.``,
+    ``Fig.``, ``vs.``, ``Dr.``, ``No. 5``, ``et al. (2010)``...), after an initial
+    (``J. Smith``, ``John F. Kennedy``; but ``hepatitis C. The`` ends), inside a
+    number (``3.5``, ``p < .001``) or before a lower-case word.
     Every span is an exact slice: ``text[start:end]``.
     """
     cuts: list[int] = []
@@ -133,15 +137,23 @@ def _line_break_ends(text: str, line_start: int, pos: int) -> bool:
     line = text[line_start:pos].strip()
     if not line:
         return True  # a blank line: paragraph break
-    rest = text[pos + 1:]
-    next_line = rest.split("\n", 1)[0]
+    nl = text.find("\n", pos + 1)
+    next_line = text[pos + 1:nl if nl >= 0 else len(text)]
     if not next_line.strip():
         return True  # a blank line follows
-    if line[-1] in ".!?…:;。！？" or line[-1] in "\"”’)]" and len(line) > 1 and line[-2] in ".!?":
-        return True
-    if _LIST_START.match(next_line) or _LIST_START.match(text, line_start) and len(line) < 2 * _SHORT_LINE:
+    if line.rstrip(_CLOSERS)[-1:] in (".", "!", "?", "…"):
+        return False  # the punctuation rule has decided ("e.g.\nthe" goes on)
+    if line[-1] in ":;。！？" or _LIST_START.match(next_line):
         return True
     return len(line) < _SHORT_LINE
+
+
+def _word_before(text: str, pos: int) -> tuple[str, int]:
+    """The white-space-delimited word ending at ``pos`` and where it starts."""
+    start = pos
+    while start > 0 and not text[start - 1].isspace() and pos - start < 64:
+        start -= 1
+    return text[start:pos], start
 
 
 def _punct_ends(text: str, m: re.Match[str]) -> bool:
@@ -152,26 +164,26 @@ def _punct_ends(text: str, m: re.Match[str]) -> bool:
     if not nxt:
         return True  # end of text
     first = nxt[0]
-    if first.islower():
-        return False  # "e.g. the", "vs. control", "approx. two"
-    if "." not in mark.rstrip("'\"”’)]") or mark.startswith(".."):
-        return mark[0] != "…" or not first.islower()  # ! ? and ellipses end before a non-lower-case word
+    if first.islower() and not any(c.isupper() or c.isdigit() for c in nxt):
+        return False  # "e.g. the", "vs. control", "approx. two" ("mRNA", "p53" may open a sentence)
+    if mark.rstrip(_CLOSERS) != ".":
+        return True  # ! ? … and "...": the next word opens a new sentence
     if mark != ".":
-        return True  # a closing quote or bracket after the period: a sentence end
-    before = _WORD_BEFORE.search(text, 0, m.start())
-    if before is None:
-        return True
-    word = before.group(1).lstrip("(['\"“‘")
+        return True  # a closing quote or bracket after the period
+    word, word_start = _word_before(text, m.start())
+    word = word.lstrip("(['\"“‘")
     key = word.lower()
+    if not word:
+        return True
     if key in _NEVER_END:
         return False
+    if key in _BEFORE_NUMBER and (first.isdigit() or first in "(["):
+        return False
     if key in _MAYBE_END or re.fullmatch(r"(?:[A-Za-z]\.)+[A-Za-z]", word):
-        return nxt.lower().strip("\"“'(") in _OPENERS  # U.S. Army vs. in the U.S. The
-    if len(word) == 1 and word.isupper():  # an initial, or a one-letter name (vitamin D.)
-        prev = _WORD_BEFORE.search(text, 0, before.start())
-        prev_word = prev.group(1) if prev else ""
-        if not prev or prev_word.lower() in _CONNECTORS or prev_word[:1].isupper() \
-                or re.fullmatch(r"[A-Z]\.", prev_word):
+        return nxt.lower().strip("\"“'(") in _OPENERS  # "U.S. Army" vs "in the U.S. The"
+    if len(word) == 1 and word.isupper():  # an initial, or a one-letter name ("vitamin D.")
+        prev, _ = _word_before(text, word_start - 1) if word_start > 0 else ("", 0)
+        if not prev or prev.lower() in _CONNECTORS or prev[:1].isupper() or re.fullmatch(r"[A-Z]\.", prev):
             return not first.isupper() or nxt.lower() in _OPENERS
     return True
 
@@ -339,11 +351,11 @@ class EvidenceCompressor:
         ratio, cap = self._budget_mode(target_ratio, max_tokens)
         cfg = self.config
         tok = self.tokenizer
+        items = [EvidenceItem.coerce(v, i) for i, v in enumerate(items)]
         report = CompressionReport(compressor=self.name, items_in=len(items))
         removed = dict.fromkeys(("sentences", "duplicate", "near_duplicate", "empty", "irrelevant",
                                  "over_budget"), 0)
         dropped: dict[str, str] = {}
-        items = [EvidenceItem.coerce(v, i) for i, v in enumerate(items)]
         counts = tok.count_many([it.text for it in items])
         report.input_tokens = sum(counts)
         budget = cap if cap is not None else int(report.input_tokens / ratio)
@@ -385,11 +397,16 @@ class EvidenceCompressor:
 
         # 4. choose sentences within the budget
         sentence_tokens = tok.count_many(texts) if texts else []
-        chosen, fallback, over = self._select(passages, scores, sentence_tokens, texts, budget)
-        for p in over:
-            removed["over_budget"] += 1
-            dropped[p.item.id] = "over budget: its best sentences do not fit"
-        out, out_counts = self._build(passages, chosen, scores, budget, tok)
+        chosen, forced, repeats = self._select(passages, scores, sentence_tokens, texts, budget)
+        out, out_counts, trimmed = self._build(passages, chosen, forced, scores, budget, tok)
+        fallback = None
+        for p in passages:
+            if id(p) not in chosen:
+                removed["over_budget"] += 1
+                dropped[p.item.id] = "over budget: not even its best sentences fit"
+        if removed["over_budget"]:
+            fallback = (f"the budget ({budget} tokens) cannot hold min_sentences={cfg.min_sentences} "
+                        f"of every item: dropped the {removed['over_budget']} weakest")
 
         kept_sentences = sum(len(chosen[id(p)]) for p in passages if id(p) in chosen)
         removed["sentences"] = sum(len(p.spans) for p in passages if id(p) in chosen) - kept_sentences
@@ -400,7 +417,8 @@ class EvidenceCompressor:
         report.details = {
             "budget": budget, "budget_mode": "max_tokens" if cap is not None else "target_ratio",
             "target_ratio": ratio, "max_tokens": cap, "sentences_in": len(texts),
-            "sentences_kept": kept_sentences, "dropped": dropped, "embedding_seconds": round(embed_seconds, 4),
+            "sentences_kept": kept_sentences, "repeated_sentences": repeats, "trimmed_after_count": trimmed,
+            "dropped": dropped, "embedding_seconds": round(embed_seconds, 4),
         }
         report.seconds = time.perf_counter() - started
         return out, report
@@ -437,18 +455,19 @@ class EvidenceCompressor:
         return [cfg.weight_embedding * e + cfg.weight_lexical * x for e, x in zip(emb, lex)], seconds
 
     def _select(self, passages: list[_Passage], scores: list[float], tokens: list[int], texts: list[str],
-                budget: int) -> tuple[dict[int, set[int]], str | None, list[_Passage]]:
-        """Indices (in each passage) of the sentences to keep, the fallback note and the items dropped.
+                budget: int) -> tuple[dict[int, set[int]], dict[int, set[int]], int]:
+        """The sentences to keep (indices in each passage, by ``id(passage)``; a passage
+        left out is dropped), those forced by ``min_sentences``/``keep_first``, and the
+        number of sentences skipped as repeats of a kept one.
 
         A sentence's cost is its own token count plus one, an upper bound (in
-        practice) on what it adds to the joined text: a separator or the white space
+        practice) on what it adds to the joined text: a separator, or the white space
         before it; :meth:`_build` recounts exactly and trims if need be.
         """
         cfg = self.config
         chosen: dict[int, set[int]] = {}
+        forced_sets: dict[int, set[int]] = {}
         used = 0
-        fallback = None
-        over: list[_Passage] = []
         seen: set[str] = set()
         # Forced sentences first, strongest passages first, so a short budget drops the weakest.
         ranked = sorted(passages, key=lambda p: (-max(scores[p.first:p.first + len(p.spans)]), p.position))
@@ -459,27 +478,24 @@ class EvidenceCompressor:
                 forced.add(0)
             cost = sum(tokens[p.first + i] + 1 for i in forced)
             if forced and used + cost > budget:
-                over.append(p)
-                continue
+                continue  # dropped: the budget cannot hold its best sentences
             used += cost
-            chosen[id(p)] = forced
+            chosen[id(p)] = set(forced)
+            forced_sets[id(p)] = forced
             seen.update(_norm(texts[p.first + i]) for i in forced)
-        if over:
-            fallback = (f"the budget ({budget} tokens) cannot hold min_sentences={cfg.min_sentences} of every item: "
-                        f"dropped the {len(over)} weakest")
         # Then the rest, best first over all passages.
         pool = [(scores[p.first + i], p.position, i, p) for p in passages if id(p) in chosen
                 for i in range(len(p.spans)) if i not in chosen[id(p)]]
         pool.sort(key=lambda x: (-x[0], x[1], x[2]))
+        repeats = 0
         for _, _, i, p in pool:
-            if budget - used < 2:
-                break
             cost = tokens[p.first + i] + 1
             if used + cost > budget:
                 continue
             key = _norm(texts[p.first + i])
             if key in seen:
-                continue  # the same sentence is already kept (from another passage)
+                repeats += 1
+                continue  # the same sentence is already kept (from another passage, or twice in one)
             seen.add(key)
             chosen[id(p)].add(i)
             used += cost
@@ -487,35 +503,36 @@ class EvidenceCompressor:
         for p in passages:
             if id(p) in chosen and not chosen[id(p)]:
                 del chosen[id(p)]
-                over.append(p)
-        return chosen, fallback, over
+        return chosen, forced_sets, repeats
 
-    def _build(self, passages: list[_Passage], chosen: dict[int, set[int]], scores: list[float], budget: int,
-               tok: Tokenizer) -> tuple[list[EvidenceItem], list[int]]:
+    def _build(self, passages: list[_Passage], chosen: dict[int, set[int]], forced: dict[int, set[int]],
+               scores: list[float], budget: int, tok: Tokenizer) -> tuple[list[EvidenceItem], list[int], int]:
+        """The output items and their exact counts; trims (weakest unforced sentence first,
+        then the weakest item) while the exact total is over the budget."""
         live = [p for p in passages if id(p) in chosen]
         texts = {id(p): self._text(p, chosen[id(p)]) for p in live}
-        counts = {id(p): tok.count(texts[id(p)]) for p in live}
+        counts = dict(zip(texts, tok.count_many(list(texts.values()))))
         total = sum(counts.values())
-        while total > budget and live:  # the estimate was short: give back the weakest sentences
-            candidates = [(scores[p.first + i], p.position, i, p) for p in live for i in chosen[id(p)]
-                          if len(chosen[id(p)]) > 1]
-            if candidates:
-                _, _, i, p = min(candidates, key=lambda x: (x[0], -x[1], -x[2]))
+        trimmed = 0
+        while total > budget and live:
+            optional = [(scores[p.first + i], p.position, i, p) for p in live
+                        for i in chosen[id(p)] - forced.get(id(p), set())]
+            if optional:
+                _, _, i, p = min(optional, key=lambda x: (x[0], -x[1], -x[2]))
                 chosen[id(p)].discard(i)
-            else:
-                p = min(live, key=lambda q: (max(scores[q.first + i] for i in chosen[id(q)]), -q.position))
-                live.remove(p)
-                total -= counts.pop(id(p))
-                del chosen[id(p)]
+                trimmed += 1
+                texts[id(p)] = self._text(p, chosen[id(p)])
+                new = tok.count(texts[id(p)])
+                total += new - counts[id(p)]
+                counts[id(p)] = new
                 continue
-            texts[id(p)] = self._text(p, chosen[id(p)])
-            new = tok.count(texts[id(p)])
-            total += new - counts[id(p)]
-            counts[id(p)] = new
-        out = []
-        for p in sorted(live, key=lambda q: q.position):
-            out.append(self._item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok))
-        return out, [counts[id(p)] for p in sorted(live, key=lambda q: q.position)]
+            p = min(live, key=lambda q: (max(scores[q.first + i] for i in chosen[id(q)]), -q.position))
+            live.remove(p)
+            total -= counts.pop(id(p))
+            del chosen[id(p)]
+        live.sort(key=lambda q: q.position)
+        out = [self._item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok) for p in live]
+        return out, [counts[id(p)] for p in live], trimmed
 
     def _text(self, p: _Passage, keep: set[int]) -> str:
         if len(keep) == len(p.spans):

@@ -188,14 +188,14 @@ class HistorySummarizer:
                      + cfg.weight_recency * (s.turn / turns) + cfg.weight_facts * s.fact)
             scored.append((score, i))
         scored.sort(key=lambda x: (-x[0], x[1]))
-        header = f"Summary of {len(older)} earlier turns (selected sentences, in order):"
+        header = f"Earlier ({len(older)} turns, excerpts):"
         budget = cap - self.tokenizer.count(header + "\n")
         chosen: list[int] = []
         for _, i in scored:
             words = set(sents[i].terms)
             if any(_overlap(words, set(sents[j].terms)) >= cfg.redundancy for j in chosen):
                 continue
-            line_tokens = self.tokenizer.count(f"- {sents[i].role}, turn {sents[i].turn + 1}: {sents[i].text}\n")
+            line_tokens = self.tokenizer.count(f"- {sents[i].role}: {sents[i].text}\n")
             if line_tokens <= budget:
                 chosen.append(i)
                 budget -= line_tokens
@@ -212,7 +212,7 @@ class HistorySummarizer:
             if last is not None and (s.turn, s.role) == last:
                 lines[-1] += " " + s.text
             else:
-                lines.append(f"- {s.role}, turn {s.turn + 1}: {s.text}")
+                lines.append(f"- {s.role}: {s.text}")
             last = (s.turn, s.role)
         text = "\n".join(lines)
         while self.tokenizer.count(text) > cap and len(lines) > 1:  # joined lines can count differently
