@@ -33,6 +33,9 @@ def assemble(
     order: Annotated[str, typer.Option(help="evidence order: lost_in_the_middle, score or document")] = "lost_in_the_middle",
     out_file: Annotated[Optional[Path], typer.Option("--out", help="write the prompt here instead of stdout")] = None,
     report_file: Annotated[Optional[Path], typer.Option("--report", help="write the report here as JSON")] = None,
+    summarize_history: Annotated[bool, typer.Option(
+        help="condense history turns that do not fit into a summary (else drop them)")] = True,
+    summary_tokens: Annotated[int, typer.Option(help="hard cap on the history summary, in tokens")] = 512,
     audit_log: Annotated[Optional[Path], typer.Option(help="append one JSON line per assembly (no document text)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="the report as JSON on stderr instead of a table")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no report on stderr")] = False,
@@ -64,7 +67,8 @@ def assemble(
             assembler = ContextAssembler(
                 profile if budget is None else budget, index=opened, mode=mode, format=fmt, evidence_order=order,
                 tokenizer=profile.tokenizer if (profile and budget is not None) else None,
-                audit_log=str(audit_log) if audit_log else None)
+                audit_log=str(audit_log) if audit_log else None, summarize_history=summarize_history,
+                summary_max_tokens=summary_tokens)
             result = assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
     except (IndexFolderError, RetrievalError, BudgetError, ProfileError, SectionError, HistoryFileError,
             ValueError, OSError) as exc:
@@ -147,3 +151,33 @@ def _print_report(report) -> None:
                   highlight=False)
     for note in report.notes:
         err.print(f"note: {note}", highlight=False)
+
+
+@app.command()
+def summarize(
+    history: Annotated[Path, typer.Argument(help="conversation: JSON lines of {role, content}")],
+    question: Annotated[Optional[str], typer.Option(help="the current question: what bears on it is kept first")] = None,
+    keep_last: Annotated[int, typer.Option(help="turns kept verbatim")] = 6,
+    max_tokens: Annotated[int, typer.Option(help="hard cap on the summary, in tokens")] = 512,
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary, recent turns and report as JSON")] = False,
+) -> None:
+    """Summarise a conversation: the last turns verbatim, older ones condensed (offline, extractive).
+
+    Example: contextkit summarize chat.jsonl --question "When is the wedding?" --max-tokens 200
+    """
+    from contextkit.assembly.context import HistoryFileError, load_history
+    from contextkit.compressors.history import HistorySummarizer
+
+    try:
+        messages = load_history(history)
+        result = HistorySummarizer(keep_last=keep_last, summary_max_tokens=max_tokens).compress(messages, question)
+    except (HistoryFileError, ValueError) as exc:
+        raise _fail(str(exc)) from None
+    if as_json:
+        out.print_json(json.dumps({"summary": result.summary, "recent": [m.to_dict() for m in result.recent],
+                                   "report": result.report.model_dump()}))
+        return
+    sys.stdout.write((result.summary or "(nothing to summarise)") + "\n")
+    r = result.report
+    err.print(f"{r.input_tokens:,} tokens in {r.items_in} turns -> {r.output_tokens:,} tokens "
+              f"(summary + {len(result.recent)} recent turns), {r.seconds * 1000:.0f} ms", highlight=False)

@@ -94,3 +94,20 @@ class TestAssembleCli:
         result = runner.invoke(app, ["models", "--json"])
         assert result.exit_code == 0
         assert {"gpt-4o", "gemini-1.5-pro"} <= {p["name"] for p in json.loads(result.stdout)}
+
+
+class TestSummarizeCli:
+    def test_summary_and_bad_file(self, tmp_path):
+        chat = tmp_path / "chat.jsonl"
+        lines = [{"role": "user", "content": "My name is Ines and my budget is 1800 euros."}] + [
+            {"role": "assistant" if i % 2 else "user", "content": f"Turn {i} talks about trains and food."}
+            for i in range(10)]
+        chat.write_text("\n".join(json.dumps(x) for x in lines) + "\n", encoding="utf-8")
+        result = runner.invoke(app, ["summarize", str(chat), "--question", "What is my budget?",
+                                     "--keep-last", "2", "--max-tokens", "40", "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert "1800 euros" in data["summary"] and len(data["recent"]) == 2
+        (tmp_path / "bad.jsonl").write_text("[1, 2]\n", encoding="utf-8")
+        bad = runner.invoke(app, ["summarize", str(tmp_path / "bad.jsonl")])
+        assert bad.exit_code == 1 and "bad.jsonl:1" in bad.output
