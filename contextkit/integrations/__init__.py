@@ -1,0 +1,1 @@
+"""Plug-ins for other frameworks. Nothing here is imported by ``import contextkit``."""
