@@ -38,13 +38,14 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
-from llama_index.core.schema import Document as LIDocument
+from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilters
 
 from contextkit.chunking import HeaderTooLargeError, TokenChunker
 from contextkit.embedders import DEFAULT_MODEL, Embedder
 from contextkit.index import Index, IndexMismatchError
 from contextkit.ingest import FileFailure, IngestConfig, IngestReport
 from contextkit.records import Chunk, Document, ScoredChunk
+from contextkit.retrievers import Filters
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = [
@@ -58,9 +59,11 @@ __all__ = [
     "TOKENS_KEY",
     "TOTAL_TOKENS_KEY",
     "chunks_from_nodes",
+    "document_from_llamaindex",
     "documents_from_llamaindex",
     "filters_from_llamaindex",
     "ingest_llamaindex_documents",
+    "link_neighbours",
     "node_from_chunk",
     "nodes_from_chunks",
     "scored_chunks_from_nodes",
@@ -77,6 +80,7 @@ TOTAL_TOKENS_KEY = "total_tokens"  # only when a header was embedded with the ch
 HEADER_KEY = "chunk_header"  # only when non-empty
 SOURCE_KEY = "source"  # only on retrieved nodes, from the index's documents table
 CONTEXTKIT_KEYS = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_KEY, HEADER_KEY, SOURCE_KEY)
+_PER_CHUNK_KEYS = frozenset(CONTEXTKIT_KEYS) - {SOURCE_KEY}  # ``source`` may be the document's own metadata
 
 #: Hidden from the embedding model: everything but the header, which contextkit embeds on purpose.
 EMBED_EXCLUDED = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_KEY, SOURCE_KEY)
@@ -141,37 +145,39 @@ def _bookkeeping(chunk: Chunk, source: str | None) -> dict[str, Any]:
 
 
 def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | None = None,
-                    base: BaseNode | None = None, offset: int = 0,
+                    base: BaseNode | None = None, base_info: RelatedNodeInfo | None = None,
                     include_metadata: bool = True) -> TextNode:
     """A :class:`TextNode` for one chunk (see the module docstring for the mapping).
 
     ``base`` is the document the chunk came from, when there is one: its excluded
-    keys, templates and separator carry over and SOURCE points at it. ``offset``
-    shifts the offsets (a chunk of a node that is itself a span of a document).
+    keys, templates and separator carry over and SOURCE points at it (pass
+    ``base_info=base.as_related_node_info()`` when making many nodes of one
+    document: LlamaIndex hashes the whole document for it). Bookkeeping keys already
+    in the chunk's metadata (a node parsed again) are replaced by this chunk's.
     """
-    meta = dict(chunk.metadata) if include_metadata else {}
+    meta = {k: v for k, v in chunk.metadata.items() if k not in _PER_CHUNK_KEYS} if include_metadata else {}
     meta.update(_bookkeeping(chunk, source))
     embed_excluded = list(base.excluded_embed_metadata_keys) if base is not None else []
     llm_excluded = list(base.excluded_llm_metadata_keys) if base is not None else []
     embed_excluded += [k for k in EMBED_EXCLUDED if k not in embed_excluded]
     llm_excluded += [k for k in LLM_EXCLUDED if k not in llm_excluded]
+    style: dict[str, str] = {}
     if base is not None:
-        source_rel = base.as_related_node_info()
         style = {"metadata_template": base.metadata_template, "metadata_separator": base.metadata_separator}
         if isinstance(getattr(base, "text_template", None), str):
             style["text_template"] = base.text_template
-    else:
-        source_rel = RelatedNodeInfo(node_id=chunk.doc_id, node_type=ObjectType.DOCUMENT)
-        style = {}
+    if base_info is None:
+        base_info = (base.as_related_node_info() if base is not None
+                     else RelatedNodeInfo(node_id=chunk.doc_id, node_type=ObjectType.DOCUMENT))
     return TextNode(
         id_=node_id or chunk.id,
         text=chunk.text,
-        start_char_idx=offset + chunk.start,
-        end_char_idx=offset + chunk.end,
+        start_char_idx=chunk.start,
+        end_char_idx=chunk.end,
         metadata=meta,
         excluded_embed_metadata_keys=embed_excluded,
         excluded_llm_metadata_keys=llm_excluded,
-        relationships={NodeRelationship.SOURCE: source_rel},
+        relationships={NodeRelationship.SOURCE: base_info},
         **style,
     )
 
@@ -181,8 +187,9 @@ def nodes_from_chunks(chunks: Iterable[Chunk | ScoredChunk],
     """Chunks as ``TextNode`` and scored chunks as ``NodeWithScore`` (the score kept).
 
     ``sources`` maps document ids to their source path, added as ``metadata["source"]``.
-    Consecutive chunks of one document (ordinals ``n`` and ``n + 1``) are linked
-    PREVIOUS/NEXT, as a node parser links them.
+    Plain chunks that follow each other in the list and share a document are linked
+    PREVIOUS/NEXT, as a node parser links them; scored chunks are a ranking, not
+    document order, and are not linked.
     """
     items = list(chunks)
     sources = sources or {}
@@ -244,7 +251,9 @@ def chunks_from_nodes(nodes: Iterable[BaseNode | NodeWithScore],
       counted with ``tokenizer``.
 
     Nodes without text are skipped with a warning. contextkit's bookkeeping keys are
-    removed from ``metadata``, so ``chunks_from_nodes(nodes_from_chunks(c)) == c``.
+    removed from ``metadata``, so ``chunks_from_nodes(nodes_from_chunks(c)) == c``;
+    that includes ``source``, which contextkit keeps on the document
+    (``Document.source``), not in chunk metadata.
     """
     texts = _document_texts(documents)
     tok: Tokenizer | None = None
@@ -316,21 +325,18 @@ def scored_chunks_from_nodes(nodes: Iterable[NodeWithScore], **options: Any) -> 
 
 
 # ----------------------------------------------------------------- filters
-def filters_from_llamaindex(filters: Any) -> Any:
+def filters_from_llamaindex(filters: MetadataFilters) -> Filters:
     """LlamaIndex ``MetadataFilters`` as contextkit :class:`~contextkit.retrievers.Filters`.
 
     Only what contextkit filters mean exactly: AND of ``==`` conditions on metadata,
     and ``doc_id``/``ref_doc_id`` with ``==`` or ``in``. Anything else (OR, ranges,
     nested filters) is a :class:`ConversionError` rather than a silently wider result.
     """
-    from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilters
-
-    from contextkit.retrievers import Filters
-
     if not isinstance(filters, MetadataFilters):
         raise ConversionError(f"expected llama_index MetadataFilters, not {type(filters).__name__}")
-    if filters.condition not in (None, FilterCondition.AND) and len(filters.filters) > 1:
-        raise ConversionError(f"only AND of filters maps to contextkit, not {filters.condition}")
+    if filters.condition == FilterCondition.NOT or (filters.condition == FilterCondition.OR
+                                                    and len(filters.filters) > 1):
+        raise ConversionError(f"only AND of filters maps to contextkit, not {filters.condition.value.upper()}")
     doc_ids: list[str] | None = None
     metadata: dict[str, Any] = {}
     for f in filters.filters:
@@ -437,8 +443,10 @@ def _write_batch(batch: list[tuple[Document, list[Chunk]]], index: Index, embedd
     chunks = [c for _, cs in batch for c in cs]
     texts = [c.embedding_text for c in chunks]
     keys = [embedder.cache_key(t) for t in texts]
-    vectors = embedder.embed(texts, keys=keys) if texts else np.zeros((0, index.manifest.dim), np.float32)
-    report.embedding.add(embedder.last_report if texts else type(report.embedding)())
+    vectors = np.zeros((0, index.manifest.dim), np.float32)
+    if texts:
+        vectors = embedder.embed(texts, keys=keys)
+        report.embedding.add(embedder.last_report)
     index.begin()
     try:
         offset = 0
