@@ -1,0 +1,401 @@
+"""``ContextBudgetPostprocessor``: evidence hygiene and an exact token budget for any query engine.
+
+Use it wherever LlamaIndex takes ``node_postprocessors=[...]``::
+
+    engine = index.as_query_engine(
+        llm=llm, similarity_top_k=12,
+        node_postprocessors=[ContextBudgetPostprocessor.from_llm(llm)])
+
+On the retrieved nodes it does, in this order, what contextkit's assembler does
+to evidence (reusing its code, so the two agree):
+
+1. merges nodes of one source document whose character ranges overlap or touch
+   (``start_char_idx``/``end_char_idx`` and the SOURCE relationship), only where
+   their texts agree on the shared range; the merged node keeps the best score,
+   the first node's id and metadata, and lists the merged ids under
+   ``metadata["contextkit_merged_ids"]`` (chunks that a splitter parted with
+   white space it stripped neither overlap nor touch, and stay apart);
+2. drops exact and near duplicates across documents, keeping the better-scored
+   copy (:class:`~contextkit.assembly.passages.Deduplicator`), and a node whose
+   text lies wholly inside a kept one (a mirrored document's chunk inside a
+   merged run); a node that holds kept nodes replaces them when it fits, taking
+   their best score, so no kept node's text is inside another's;
+3. takes nodes best-first while they fit ``token_budget`` (each node counted as
+   ``node.get_content(metadata_mode=MetadataMode.LLM)``, the text the response
+   synthesizer puts in the prompt); the first node that does not fit is cut at a
+   sentence end (``metadata["contextkit_truncated"] = True``) and the rest are
+   dropped. The kept nodes' counts never sum to more than the budget;
+4. orders what is kept: ``lost_in_the_middle`` (strongest at both ends, the
+   default), ``score`` (best first) or ``document`` (source, then offset).
+
+The bookkeeping keys are excluded from the LLM and embedding metadata modes, so
+they never reach the prompt. Input nodes are never modified: merged and cut
+nodes are copies. :attr:`ContextBudgetPostprocessor.last_report` says what the
+last call merged, dropped and cut, and why.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import (
+    BaseNode,
+    ImageNode,
+    IndexNode,
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    TextNode,
+)
+from pydantic import BaseModel
+
+from contextkit.assembly._fill import truncate_at_sentence
+from contextkit.assembly.passages import Deduplicator, _normalise, merge_overlapping, order_items
+from contextkit.assembly.sections import EvidenceItem
+from contextkit.tokenizers import Tokenizer, get_tokenizer
+
+__all__ = ["MERGED_KEY", "TRUNCATED_KEY", "BudgetReport", "ContextBudgetPostprocessor", "NodeReport"]
+
+#: Metadata key of a merged node: the ids of the nodes it was made from, in document order.
+MERGED_KEY = "contextkit_merged_ids"
+#: Metadata key of the node cut at a sentence end to fit the budget.
+TRUNCATED_KEY = "contextkit_truncated"
+
+#: Tokens the question may take in the prompt, when ``from_llm`` estimates the reserve.
+DEFAULT_QUESTION_TOKENS = 256
+
+NodeStatus = Literal["kept", "truncated", "merged", "dropped"]
+DropReason = Literal["empty", "same_node", "duplicate", "near_duplicate", "budget"]
+
+
+class NodeReport(BaseModel):
+    """One input node and what became of it."""
+
+    node_id: str
+    status: NodeStatus
+    reason: DropReason | None = None
+    detail: str | None = None
+    score: float | None = None
+    tokens: int = 0  # tokens of its content in the output (0 when not in it)
+
+
+class BudgetReport(BaseModel):
+    """What one call did. ``tokens`` is the sum of the output nodes' content counts."""
+
+    budget: int
+    tokenizer: str
+    order: str
+    nodes_in: int
+    nodes_out: int
+    tokens: int
+    overhead_tokens: int = 0  # per_node_overhead times nodes_out, also within the budget
+    nodes: list[NodeReport]
+
+    def ids(self, status: NodeStatus, reason: DropReason | None = None) -> list[str]:
+        """Ids of the input nodes with that status (and reason)."""
+        return [n.node_id for n in self.nodes if n.status == status and (reason is None or n.reason == reason)]
+
+
+class ContextBudgetPostprocessor(BaseNodePostprocessor):
+    """Merge overlapping nodes, drop duplicates, cut to a token budget, order against lost-in-the-middle."""
+
+    token_budget: int = Field(gt=0, description="tokens the kept nodes' content may use in all")
+    tokenizer: str = Field(default="cl100k_base", description="tiktoken encoding or Hugging Face tokenizer")
+    order: Literal["lost_in_the_middle", "score", "document"] = Field(
+        default="lost_in_the_middle", description="order of the kept nodes")
+    merge_passages: bool = Field(default=True, description="merge overlapping or touching nodes of one document")
+    deduplicate: bool = Field(default=True, description="drop exact (and near) duplicates")
+    near_duplicate_threshold: float | None = Field(
+        default=0.8, ge=0.0, le=1.0,
+        description="Jaccard similarity of sentence sets at which a node is a near duplicate; None: exact only")
+    truncate: bool = Field(default=True, description="cut the first node that does not fit at a sentence end")
+    per_node_overhead: int = Field(
+        default=0, ge=0, description="tokens charged per kept node on top of its content (separators)")
+
+    _tok: Tokenizer | None = PrivateAttr(default=None)
+    _tok_name: str | None = PrivateAttr(default=None)
+    _last_report: BudgetReport | None = PrivateAttr(default=None)
+
+    def model_post_init(self, __context: Any) -> None:
+        self._tokenizer()  # an unknown tokenizer fails here, not in the middle of a query
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextBudgetPostprocessor"
+
+    @classmethod
+    def from_llm(cls, llm: Any, reserve: int | None = None, *, question_tokens: int = DEFAULT_QUESTION_TOKENS,
+                 per_node_overhead: int = 1, **kwargs: Any) -> ContextBudgetPostprocessor:
+        """A budget of ``context_window - num_output - reserve`` of ``llm.metadata``.
+
+        ``reserve`` is what the prompt template and the question take. By default
+        it is what LlamaIndex's default ``compact``/``refine`` synthesizers set
+        aside when they pack nodes into a prompt: the larger default QA/refine
+        template (as this LLM gets it), the LLM's system prompt, the response
+        padding of 500 tokens they keep for a refine round, plus
+        ``question_tokens`` for the question. Then the kept nodes land in one LLM
+        call. Pass your own reserve with custom templates, long questions or a
+        synthesizer without that padding. ``per_node_overhead=1`` pays for the
+        blank line the synthesizer puts between nodes.
+        """
+        meta = llm.metadata
+        window = int(meta.context_window)
+        num_output = _num_output(meta)
+        if reserve is None:
+            reserve = _default_reserve(llm, get_tokenizer(kwargs.get("tokenizer", "cl100k_base")), question_tokens)
+        if reserve < 0:
+            raise ValueError(f"reserve must not be negative, not {reserve}")
+        budget = window - num_output - reserve
+        if budget <= 0:
+            raise ValueError(f"{getattr(meta, 'model_name', 'the LLM')}: context_window {window} leaves no room "
+                             f"for nodes after num_output {num_output} and reserve {reserve}")
+        return cls(token_budget=budget, per_node_overhead=per_node_overhead, **kwargs)
+
+    # ------------------------------------------------------------------ report
+    @property
+    def last_report(self) -> BudgetReport | None:
+        """What the last call did (None before the first)."""
+        return self._last_report
+
+    def get_last_report(self) -> BudgetReport | None:
+        return self._last_report
+
+    # -------------------------------------------------------------------- work
+    def _tokenizer(self) -> Tokenizer:
+        if self._tok is None or self._tok_name != self.tokenizer:
+            self._tok, self._tok_name = get_tokenizer(self.tokenizer), self.tokenizer
+        return self._tok
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore],
+                           query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        tok = self._tokenizer()
+        rows = [NodeReport(node_id=n.node.node_id, status="kept", score=n.score) for n in nodes]
+
+        def drop(i: int, reason: DropReason | None, detail: str | None = None, status: NodeStatus = "dropped") -> None:
+            rows[i].status, rows[i].reason, rows[i].detail = status, reason, detail
+
+        # The same node twice (two retrievers, a fusion): keep its best-scored copy.
+        best: dict[str, int] = {}
+        for i, n in enumerate(nodes):
+            j = best.get(n.node.node_id)
+            if j is None or _score(n) > _score(nodes[j]):
+                best[n.node.node_id] = i
+        live: list[int] = []
+        for i, n in enumerate(nodes):
+            if best[n.node.node_id] != i:
+                drop(i, "same_node", f"the same node again (kept with score {nodes[best[n.node.node_id]].score})")
+            elif not n.node.get_content(metadata_mode=MetadataMode.NONE).strip():
+                drop(i, "empty")
+            else:
+                live.append(i)
+
+        index_of = {nodes[i].node.node_id: i for i in live}
+        items = [_evidence(nodes[i], mergeable=self.merge_passages) for i in live]
+        out: dict[str, NodeWithScore] = {nodes[i].node.node_id: nodes[i] for i in live}
+        if self.merge_passages:
+            items, absorbed = merge_overlapping(items)
+            for gone, into in absorbed.items():
+                drop(index_of[gone], None, f"merged into {into}", status="merged")
+                del out[gone]
+            for item in items:
+                parts = item.metadata.get("merged_ids")
+                if parts:
+                    out[item.id] = _merged(item, [nodes[index_of[p]] for p in parts])
+                    rows[index_of[item.id]].detail = f"merged from {', '.join(parts)}"
+
+        dedup = Deduplicator(self.near_duplicate_threshold) if self.deduplicate else None
+        room = self.token_budget
+        kept: dict[str, _Kept] = {}  # by item id, in the order taken
+        full = False
+        for item in order_items(items, "score"):  # best first; ties on id
+            i = index_of[item.id]
+            if full:
+                drop(i, "budget", "after the node cut to fit")
+                continue
+            norm = _normalise(item.text)
+            inside = _holder(norm, kept) if dedup is not None else None
+            if inside is not None:  # all of it is already in a kept node (e.g. a mirror's chunk in a merged run)
+                drop(i, "duplicate", f"repeats {inside}" if norm == kept[inside].norm else f"contained in {inside}")
+                continue
+            dup = dedup.check(item.id, item.text) if dedup is not None else None
+            if dup is not None:
+                drop(i, dup[0], f"repeats {dup[1]}")  # type: ignore[arg-type]
+                continue
+            nws = out[item.id]
+            count = tok.count(nws.node.get_content(metadata_mode=MetadataMode.LLM))
+            held = [k for k in kept.values() if k.norm in norm] if dedup is not None else []
+            if held:  # it holds kept nodes (of another document): it replaces them, or goes
+                freed = sum(k.tokens + self.per_node_overhead for k in held)
+                names = ", ".join(k.item.id for k in held)
+                if count + self.per_node_overhead > room + freed:
+                    drop(i, "duplicate", f"holds {names}, kept; no room for the rest")
+                    continue
+                for k in held:
+                    j = index_of[k.item.id]
+                    drop(j, "duplicate", f"contained in {item.id}, which replaced it")
+                    rows[j].tokens = 0
+                    del kept[k.item.id]
+                room += freed
+                best = max([nws.score, *(k.nws.score for k in held)], key=lambda v: -math.inf if v is None else v)
+                nws = NodeWithScore(node=nws.node, score=best)
+                rows[i].detail = f"replaces {names}, which it holds"
+            elif count + self.per_node_overhead > room:
+                full = True
+                cut = self._cut(nws, room - self.per_node_overhead, tok) if self.truncate else None
+                if cut is None:
+                    drop(i, "budget", f"needs {count} tokens, {max(room - self.per_node_overhead, 0)} left")
+                    continue
+                nws, n = cut
+                norm = _normalise(nws.node.get_content(metadata_mode=MetadataMode.NONE))
+                inside = _holder(norm, kept) if dedup is not None else None
+                if inside is not None or (dedup is not None and any(k.norm in norm for k in kept.values())):
+                    drop(i, "duplicate", f"cut to fit, it overlaps {inside or 'a kept node'} wholly")
+                    continue
+                rows[i].status = "truncated"
+                note = f"cut at a sentence end: {n} of {count} tokens"
+                rows[i].detail = f"{rows[i].detail}; {note}" if rows[i].detail else note
+                count = n
+            room -= count + self.per_node_overhead
+            rows[i].tokens = count
+            kept[item.id] = _Kept(item, nws, count, norm)
+
+        used = sum(k.tokens for k in kept.values())
+        ordered = [kept[it.id].nws for it in order_items([_placed_item(k.item, k.nws) for k in kept.values()],
+                                                             self.order)]
+        self._last_report = BudgetReport(
+            budget=self.token_budget, tokenizer=tok.name, order=self.order, nodes_in=len(nodes),
+            nodes_out=len(ordered), tokens=used, overhead_tokens=self.per_node_overhead * len(ordered), nodes=rows)
+        return ordered
+
+    def _cut(self, nws: NodeWithScore, room: int, tok: Tokenizer) -> tuple[NodeWithScore, int] | None:
+        """The node cut at a sentence end so its LLM content has at most ``room`` tokens (counted exactly)."""
+        node = nws.node
+        if not isinstance(node, TextNode) or isinstance(node, ImageNode) or room <= 0:
+            return None
+        text = node.text
+        header = max(0, tok.count(node.get_content(metadata_mode=MetadataMode.LLM)) - tok.count(text))
+        limit = room - header
+        for _ in range(4):
+            shown = truncate_at_sentence(text, limit, tok)
+            if not shown or shown == text:
+                return None
+            update: dict[str, Any] = {"text": shown}
+            if _offsets_ok(node, text):
+                update["end_char_idx"] = node.start_char_idx + len(shown)
+            cut = _copy(node, update, {TRUNCATED_KEY: True})
+            n = tok.count(cut.get_content(metadata_mode=MetadataMode.LLM))
+            if n <= room:
+                return NodeWithScore(node=cut, score=nws.score), n
+            limit -= n - room  # the header and the cut did not add up: try shorter
+        return None
+
+
+# ------------------------------------------------------------------- helpers
+@dataclass(slots=True)
+class _Kept:
+    item: EvidenceItem
+    nws: NodeWithScore
+    tokens: int
+    norm: str  # its text, normalised as the Deduplicator does
+
+
+def _holder(norm: str, kept: dict[str, _Kept]) -> str | None:
+    """The id of a kept node whose text holds all of ``norm``."""
+    return next((key for key, k in kept.items() if norm in k.norm), None)
+
+
+def _score(n: NodeWithScore) -> float:
+    return n.score if n.score is not None else float("-inf")
+
+
+def _num_output(meta: Any) -> int:
+    """As LlamaIndex's PromptHelper reads it: -1 means its default."""
+    from llama_index.core.constants import DEFAULT_NUM_OUTPUTS
+
+    num_output = int(meta.num_output) if meta.num_output is not None else -1
+    return DEFAULT_NUM_OUTPUTS if num_output == -1 else num_output
+
+
+def _default_reserve(llm: Any, tok: Tokenizer, question_tokens: int) -> int:
+    from llama_index.core.prompts.default_prompt_selectors import (
+        DEFAULT_REFINE_PROMPT_SEL,
+        DEFAULT_TEXT_QA_PROMPT_SEL,
+    )
+    from llama_index.core.prompts.prompt_utils import get_empty_prompt_txt
+    from llama_index.core.response_synthesizers.refine import DEFAULT_RESPONSE_PADDING_SIZE
+
+    template = 0
+    for selector in (DEFAULT_TEXT_QA_PROMPT_SEL, DEFAULT_REFINE_PROMPT_SEL):
+        try:
+            prompt = selector.select(llm=llm)
+        except Exception:  # noqa: BLE001 - an object that only has .metadata: use the default
+            prompt = selector.default_template
+        template = max(template, tok.count(get_empty_prompt_txt(prompt)))
+    system = tok.count(getattr(llm, "system_prompt", None) or "")
+    return template + system + question_tokens + DEFAULT_RESPONSE_PADDING_SIZE
+
+
+def _source_id(node: BaseNode) -> str | None:
+    relation = node.relationships.get(NodeRelationship.SOURCE)
+    return getattr(relation, "node_id", None)  # None too for a list of sources
+
+
+def _offsets_ok(node: BaseNode, text: str) -> bool:
+    start, end = getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None)
+    return start is not None and end is not None and end - start == len(text)
+
+
+def _evidence(nws: NodeWithScore, mergeable: bool) -> EvidenceItem:
+    """A node as an evidence item. Only plain text nodes with offsets that match their
+    text are mergeable; their group is the source document *and* the metadata the LLM
+    sees, so merging never hides a node's own header (a section title, a page)."""
+    node = nws.node
+    text = node.get_content(metadata_mode=MetadataMode.NONE)
+    source = _source_id(node)
+    group = None
+    if (mergeable and source is not None and isinstance(node, TextNode)
+            and not isinstance(node, (ImageNode, IndexNode)) and _offsets_ok(node, text)):
+        group = f"{source}\x1f{node.get_metadata_str(mode=MetadataMode.LLM)}"
+    return EvidenceItem(id=node.node_id, text=text, source=source or "", score=nws.score, doc_id=group,
+                        start=node.start_char_idx if group else None, end=node.end_char_idx if group else None)
+
+
+def _placed_item(item: EvidenceItem, nws: NodeWithScore) -> EvidenceItem:
+    """For ordering: the output node's score and its place in the document."""
+    start = getattr(nws.node, "start_char_idx", None)
+    return EvidenceItem(id=item.id, text="", source=item.source, score=nws.score, doc_id=item.source or None,
+                        start=start)
+
+
+def _copy(node: TextNode, update: dict[str, Any], extra: dict[str, Any]) -> TextNode:
+    """A copy with new text and bookkeeping metadata that neither the LLM nor the embedder sees."""
+    llm_hidden = [*node.excluded_llm_metadata_keys, *(k for k in extra if k not in node.excluded_llm_metadata_keys)]
+    embed_hidden = [*node.excluded_embed_metadata_keys,
+                    *(k for k in extra if k not in node.excluded_embed_metadata_keys)]
+    return node.model_copy(update={
+        **update,
+        "metadata": {**node.metadata, **extra},
+        "excluded_llm_metadata_keys": llm_hidden,
+        "excluded_embed_metadata_keys": embed_hidden,
+        "embedding": None,  # the text changed
+    })
+
+
+def _merged(item: EvidenceItem, parts: list[NodeWithScore]) -> NodeWithScore:
+    """The merged node: the first part's id, metadata and relationships; its text the
+    union of the parts (a slice of the document); NEXT from the part that ends last."""
+    first = parts[0].node
+    last = max(parts, key=lambda p: p.node.end_char_idx).node
+    relationships = dict(first.relationships)
+    if NodeRelationship.NEXT in last.relationships:
+        relationships[NodeRelationship.NEXT] = last.relationships[NodeRelationship.NEXT]
+    else:
+        relationships.pop(NodeRelationship.NEXT, None)
+    node = _copy(first, {"text": item.text, "start_char_idx": item.start, "end_char_idx": item.end,
+                         "relationships": relationships}, {MERGED_KEY: list(item.metadata["merged_ids"])})
+    return NodeWithScore(node=node, score=item.score)
