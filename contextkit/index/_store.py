@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -53,18 +54,40 @@ def _row_to_chunk(row: Sequence[Any]) -> tuple[int, Chunk]:
 
 
 class RecordStore:
-    """Thin, typed access to the SQLite file. Not thread-safe; one writer at a time."""
+    """Thin, typed access to the SQLite file; one writer at a time.
+
+    Each thread gets its own connection (SQLite connections must not be shared
+    across threads, and WAL lets readers run beside each other and beside the
+    writer), so many threads can query one opened index. The thread that opened
+    the store holds the first connection; writes belong to that thread.
+    """
 
     def __init__(self, path: Path, dim: int) -> None:
         self.path = path
         self.dim = dim
-        self.db = sqlite3.connect(str(path), isolation_level=None, timeout=30.0)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
         self.db.executescript(SCHEMA)
 
+    @property
+    def db(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0, check_same_thread=False)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=FULL")
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(conn)
+        return conn
+
     def close(self) -> None:
-        self.db.close()
+        with self._lock:
+            conns, self._all = self._all, []
+        for conn in conns:
+            conn.close()
+        self._local = threading.local()
 
     # ------------------------------------------------------------- transactions
     def begin(self) -> None:
