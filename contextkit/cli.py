@@ -49,6 +49,9 @@ def ingest(
     glob: Annotated[Optional[str], typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
     workers: Annotated[int, typer.Option(help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
+    redact: Annotated[Optional[bool], typer.Option(
+        "--redact/--no-redact", help="mask PII (e-mails, phones, cards, IBANs, IPs, secrets) before chunking; "
+        "recorded in the index [default: as the index was built, else off]")] = None,
     index_type: Annotated[str, typer.Option(
         help="flat (exact), hnsw or ivf (approximate, for large corpora), auto (flat below 50k chunks, then hnsw)")] = "flat",
     strict: Annotated[bool, typer.Option(help="exit 1 if any input failed")] = False,
@@ -67,7 +70,8 @@ def ingest(
         raise _fail(f"--index-type must be flat, hnsw, ivf or auto, not {index_type!r}", 2)
     try:
         config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=model,
-                              header=header, glob=glob, workers=workers, prune=prune, index_type=index_type)
+                              header=header, glob=glob, workers=workers, prune=prune, index_type=index_type,
+                              redact=redact)
     except ValueError as exc:
         raise _fail(str(exc), 2) from None
     try:
@@ -132,6 +136,8 @@ def _print_ingest_report(report) -> None:
         ("seconds", f"{sum(report.seconds.values()):.1f}"),
         ("failed", len(report.failures)),
     ]
+    if report.redactions:
+        rows.insert(-2, ("PII masked", ", ".join(f"{n} {k.lower()}" for k, n in sorted(report.redactions.items()))))
     for name, value in rows:
         table.add_row(name, str(value))
     out.print(table)
@@ -249,7 +255,7 @@ def demo(
     err.print(f"demo corpus: {n} modules' docstrings in {corpus}/")
     ingest(paths=[corpus], index=index, chunk_size=None, overlap=None, tokenizer=None, model=None, header=None,
            glob=None,
-           workers=1, prune=True, index_type="flat", strict=False, as_json=False, quiet=False)
+           workers=1, prune=True, index_type="flat", redact=None, strict=False, as_json=False, quiet=False)
     for q in query or DEMO_QUERIES:
         search(q, index=index, k=3, as_json=False)
 

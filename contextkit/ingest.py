@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +44,7 @@ class IngestConfig(BaseModel):
     batch_chunks: int = Field(512, ge=1, description="chunks embedded and committed together")
     device: str = "auto"
     embed_batch_size: int = Field(64, ge=1)
+    redact: bool | None = Field(None, description="mask PII before chunking (None: as the index was built)")
 
     def chunker_config(self, recorded: dict[str, Any] | None) -> ChunkerConfig:
         """The chunk settings to use, refusing any that differ from the index's own."""
@@ -79,6 +80,7 @@ class IngestReport(BaseModel):
     chunks_added: int = 0
     chunks_removed: int = 0
     tokens: int = 0
+    redactions: dict[str, int] = Field(default_factory=dict, description="PII masked, by kind (--redact)")
     failures: list[FileFailure] = Field(default_factory=list)
     embedding: EmbeddingReport = Field(default_factory=EmbeddingReport)
     seconds: dict[str, float] = Field(default_factory=dict)
@@ -133,6 +135,9 @@ def _open_index(index_dir: Path, config: IngestConfig,
             embedder = given or Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
                                          long_text=index.manifest.embedder.get("long_text", "window"))
             embedder.cache = index.store
+            if config.redact is not None and config.redact != index.manifest.redact:
+                built = "with" if index.manifest.redact else "without"
+                raise IndexMismatchError(f"{index_dir}: built {built} --redact; keep the setting or use a new index")
             chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
         except BaseException:
             index.close()
@@ -142,7 +147,8 @@ def _open_index(index_dir: Path, config: IngestConfig,
     chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name
     embedder = given or Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
     index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
-                         tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type)
+                         tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type,
+                         redact=bool(config.redact))
     embedder.cache = index.store
     return index, embedder, chunker
 
@@ -208,12 +214,16 @@ def _run_batches(todo, index, embedder, chunker, config, report, notify, clock) 
     group_chars = 0
     # Enough text per group to keep every chunking worker busy, bounded for memory.
     group_target = config.batch_chunks * 4 * 256 * max(1, config.workers)
+    redactor = _redactor() if index.manifest.redact else None
     for position, item in enumerate(todo):
         with clock("load"):
             result = load_file(item.source)
         report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
         if result.documents or not result.errors:
             item.documents = result.documents
+            if redactor is not None:
+                with clock("redact"):
+                    item.documents = _redact(item.documents, redactor, report)
             group.append(item)
             group_chars += sum(len(d.text) for d in result.documents)
         if group and (group_chars >= group_target or position == len(todo) - 1):
@@ -225,6 +235,22 @@ def _run_batches(todo, index, embedder, chunker, config, report, notify, clock) 
                 batch = []
     if batch:
         _commit_batch(batch, index, embedder, report, notify, clock)
+
+
+def _redactor() -> Any:
+    from contextkit.compressors.redact import PIIRedactor
+
+    return PIIRedactor()  # one session per run: a value keeps its placeholder across files
+
+
+def _redact(documents: list[Document], redactor: Any, report: IngestReport) -> list[Document]:
+    out = []
+    for doc in documents:
+        result = redactor.redact(doc.text)
+        for kind, n in result.counts.items():
+            report.redactions[kind] = report.redactions.get(kind, 0) + n
+        out.append(replace(doc, text=result.text) if result.text != doc.text else doc)
+    return out
 
 
 def _chunk_group(group: list[_Pending], chunker: TokenChunker, workers: int, report: IngestReport) -> list[_Pending]:

@@ -129,3 +129,21 @@ class TestIngestReuse:
         ingest([folder], tmp_path / "one", embedder=embedder)
         ingest([folder], tmp_path / "two", embedder=embedder, workers=2)
         assert chunk_ids(tmp_path / "one") == chunk_ids(tmp_path / "two")
+
+
+class TestIngestRedaction:
+    def test_pii_is_masked_before_chunking_and_recorded(self, tmp_path, embedder):
+        from contextkit.index import Index, IndexMismatchError
+
+        folder = tmp_path / "mail"
+        folder.mkdir()
+        (folder / "a.txt").write_text("Write to ines.silva@example.org or call +44 20 7946 0958.\n", encoding="utf-8")
+        (folder / "b.txt").write_text("Ines (ines.silva@example.org) paid with 4111 1111 1111 1111.\n", encoding="utf-8")
+        report = ingest([folder], tmp_path / "ix", embedder=embedder, redact=True)
+        assert report.redactions == {"EMAIL": 2, "PHONE": 1, "CARD": 1}
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            texts = " ".join(c.text for d in index.store.document_ids() for c in index.store.chunks_of(d))
+            assert index.manifest.redact
+        assert "example.org" not in texts and "4111" not in texts and texts.count("<EMAIL_1>") == 2
+        with pytest.raises(IndexMismatchError, match="redact"):
+            ingest([folder], tmp_path / "ix", embedder=embedder, redact=False)

@@ -74,6 +74,7 @@ class IndexManifest(BaseModel):
     embedder: dict[str, Any] = Field(default_factory=dict)
     tokenizer: str = "cl100k_base"
     chunker: dict[str, Any] = Field(default_factory=dict)
+    redact: bool = Field(default=False, description="PII was masked before chunking (contextkit ingest --redact)")
     index_type: IndexType = "flat"
     hnsw_m: int = 32
     hnsw_ef_search: int = 128
@@ -125,13 +126,13 @@ class Index:
     @classmethod
     def create(cls, path: str | Path, *, model: str, dim: int, embedder: dict[str, Any] | None = None,
                tokenizer: str = "cl100k_base", chunker: dict[str, Any] | None = None,
-               index_type: IndexType = "flat") -> Index:
+               index_type: IndexType = "flat", redact: bool = False) -> Index:
         folder = Path(path)
         if (folder / "manifest.json").exists():
             raise IndexFolderError(f"{folder}: an index already exists here; open it instead")
         folder.mkdir(parents=True, exist_ok=True)
         manifest = IndexManifest(model=model, dim=dim, embedder=embedder or {}, tokenizer=tokenizer,
-                                 chunker=chunker or {}, index_type=index_type, created_at=_now())
+                                 chunker=chunker or {}, index_type=index_type, redact=redact, created_at=_now())
         index = cls(folder, manifest, read_only=False)
         index._faiss = index._new_faiss()
         index._dirty = True
