@@ -30,6 +30,7 @@ class Block:
     tokens: int  # estimate until counted
     exact: bool = False
     item: int | None = None  # index into SectionFill.entries for items and messages
+    body: str | None = None  # the entry's body this block shows (to know when it changes)
 
 
 def truncate_at_sentence(text: str, max_tokens: int, tokenizer: Tokenizer) -> str | None:
@@ -71,7 +72,7 @@ class _Entry:
     detail: str | None = None
     shown: str | None = None  # the body as rendered when truncated
     role: str | None = None  # messages
-    counted: tuple[str, int] | None = None  # the last block rendered for it and its exact count
+    counted: tuple[str, int, str] | None = None  # last block rendered, its exact count, the body it shows
     _body: str | None = None
 
     @property
@@ -260,11 +261,11 @@ class SectionFill:
         for i in self.orderer(taken) if self.orderer else taken:
             e = self.entries[i]
             body = e.shown if e.status == "truncated" else e.body
-            text = self.entry_block(e, body)
-            if e.counted is not None and e.counted[0] == text:  # unchanged since it was counted
-                blocks.append(Block(text, e.counted[1], exact=True, item=i))
+            if e.counted is not None and e.counted[2] is body:  # unchanged since it was rendered and counted
+                blocks.append(Block(e.counted[0], e.counted[1], exact=True, item=i))
             else:
-                blocks.append(Block(text, self.entry_estimate(e, body if e.shown else None), item=i))
+                blocks.append(Block(self.entry_block(e, body), self.entry_estimate(e, body if e.shown else None),
+                                    item=i, body=body))
         if tail:
             blocks.append(Block(tail, self.count(tail), exact=True))
         self.blocks = blocks

@@ -246,8 +246,8 @@ def _exact(fills: list[SectionFill], tok: Tokenizer, stable: bool) -> int:
     if todo:
         for (f, block), n in zip(todo, tok.count_many([b.text for _, b in todo])):
             block.tokens, block.exact = n, True
-            if block.item is not None:
-                f.entries[block.item].counted = (block.text, n)
+            if block.item is not None and block.body is not None:
+                f.entries[block.item].counted = (block.text, n, block.body)
     if stable:
         return sum(b.tokens for f in fills for b in f.blocks)
     return tok.count("".join(b.text for f in fills for b in f.blocks))
@@ -274,13 +274,6 @@ def _settle(fills: list[SectionFill], flexible: list[SectionFill], limit: int, t
     return total
 
 
-def _last_taken(f: SectionFill) -> _Entry | None:
-    taken = [e for e in f.entries if e.status in ("included", "truncated")]
-    if not taken:
-        return None
-    return taken[0] if f.section.messages is not None else taken[-1]  # oldest turn / weakest item
-
-
 def _shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
     """Give back at least ``excess`` tokens; False when this section has nothing to give."""
     if f.body is not None:
@@ -295,17 +288,26 @@ def _shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
         else:
             f.status, f.reason, f.blocks = "dropped", "budget", []
         return True
-    e = _last_taken(f)
-    if e is None:
+    taken = [e for e in f.entries if e.status in ("included", "truncated")]
+    if not taken:
         return False
-    current = e.shown if e.status == "truncated" else e.body
-    shown = None
-    if f.section.messages is None and not whole:
-        shown = truncate_at_sentence(current, f.count(current) - excess - 2, f.tokenizer)
-    if shown and shown != current:
-        e.status, e.shown, e.reason = "truncated", shown, "budget"
-    else:
-        e.status, e.reason, e.shown = "dropped", "budget", None
+    # Weakest first (oldest turn first for history): drop whole entries while the excess is
+    # at least their size, then cut the next at a sentence end. One rebuild, not one per item.
+    weakest_first = taken if f.section.messages is not None else taken[::-1]
+    for e in weakest_first:
+        if excess <= 0:
+            break
+        current = e.shown if e.status == "truncated" else e.body
+        size = e.counted[1] if e.counted is not None and e.counted[2] is current else f.entry_estimate(e, current)
+        shown = None
+        if f.section.messages is None and not whole and size > excess:
+            shown = truncate_at_sentence(current, f.count(current) - excess - 2, f.tokenizer)
+        if shown and shown != current:
+            e.status, e.shown, e.reason = "truncated", shown, "budget"
+            excess = 0
+        else:
+            e.status, e.reason, e.shown = "dropped", "budget", None
+            excess -= size
     _rebuild(f)
     return True
 
@@ -373,6 +375,16 @@ def _item_report(**values: Any) -> ItemReport:
     return obj
 
 
+def _sha256(block_lists: Any) -> str:
+    """The prompt's SHA-256, block by block: encoding a 4M-character prompt at once costs
+    up to 4 bytes per character of transient memory."""
+    h = hashlib.sha256()
+    for blocks in block_lists:
+        for b in blocks:
+            h.update(b.text.encode("utf-8"))
+    return h.hexdigest()
+
+
 def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profile: ModelProfile | None,
             tok: Tokenizer, fmt: str, keep_text: bool, notes: list[str], started: float) -> AssemblyReport:
     sections, items = [], []
@@ -401,6 +413,6 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
         exact_tokenizer=profile.exact_tokenizer if profile else True, format=fmt, tokens=total,
         characters=len(prompt), budget_used_percent=round(100.0 * total / limit, 3),
         estimated_cost_usd=profile.cost(total) if profile else None, seconds=time.perf_counter() - started,
-        prompt_sha256=hashlib.sha256(prompt.encode("utf-8")).hexdigest(), sections=sections, items=items,
+        prompt_sha256=_sha256(f.blocks for f in fills), sections=sections, items=items,
         notes=notes, compression=[r for f in fills for r in f.compression])
 
