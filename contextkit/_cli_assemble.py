@@ -36,6 +36,7 @@ def assemble(
     summarize_history: Annotated[bool, typer.Option(
         help="condense history turns that do not fit into a summary (else drop them)")] = True,
     summary_tokens: Annotated[int, typer.Option(help="hard cap on the history summary, in tokens")] = 512,
+    redact: Annotated[bool, typer.Option(help="mask PII in the evidence, history and question")] = False,
     audit_log: Annotated[Optional[Path], typer.Option(help="append one JSON line per assembly (no document text)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="the report as JSON on stderr instead of a table")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no report on stderr")] = False,
@@ -68,7 +69,7 @@ def assemble(
                 profile if budget is None else budget, index=opened, mode=mode, format=fmt, evidence_order=order,
                 tokenizer=profile.tokenizer if (profile and budget is not None) else None,
                 audit_log=str(audit_log) if audit_log else None, summarize_history=summarize_history,
-                summary_max_tokens=summary_tokens)
+                summary_max_tokens=summary_tokens, redact=redact)
             result = assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
     except (IndexFolderError, RetrievalError, BudgetError, ProfileError, SectionError, HistoryFileError,
             ValueError, OSError) as exc:
@@ -181,3 +182,32 @@ def summarize(
     r = result.report
     err.print(f"{r.input_tokens:,} tokens in {r.items_in} turns -> {r.output_tokens:,} tokens "
               f"(summary + {len(result.recent)} recent turns), {r.seconds * 1000:.0f} ms", highlight=False)
+
+
+@app.command()
+def redact(
+    path: Annotated[Path, typer.Argument(help="a text file, or - for standard input")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the text, counts and spans (no values) as JSON")] = False,
+) -> None:
+    """Mask personal data and secrets in a text: e-mails, phones, cards, IBANs, IPs, API keys.
+
+    The masked text goes to stdout, the counts by kind to stderr. Values are never printed.
+
+    Example: contextkit redact support-ticket.txt > ticket.redacted.txt
+    """
+    from contextkit.compressors.redact import PIIRedactor
+
+    try:
+        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
+        text = raw.decode("utf-8")
+    except OSError as exc:
+        raise _fail(f"{path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError as exc:
+        raise _fail(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+    result = PIIRedactor().redact(text)
+    if as_json:
+        out.print_json(json.dumps(result.to_dict()))
+        return
+    sys.stdout.write(result.text)
+    counts = ", ".join(f"{n} {k.lower()}" for k, n in sorted(result.counts.items())) or "nothing"
+    err.print(f"masked: {counts}", highlight=False)

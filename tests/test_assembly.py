@@ -340,6 +340,17 @@ class TestContextAssembler:
         with pytest.raises(ValueError):
             b.assemble("Why?", evidence=["x"], no_such_option=1)
 
+    def test_redaction_of_evidence_history_and_question(self):
+        evidence = ["Contact ines.silva@example.org, card 4111 1111 1111 1111.", "Nothing personal here."]
+        prompt, report = ContextAssembler(2_000, redact=True).assemble(
+            "Is ines.silva@example.org on file?", instructions="Write to a@b.co if unsure.", evidence=evidence,
+            history=[{"role": "user", "content": "My number is +44 20 7946 0958."}])
+        assert "example.org" not in prompt and "4111" not in prompt and "7946" not in prompt
+        assert prompt.count("&lt;EMAIL_1>") == 2  # the same address, the same placeholder
+        assert "a@b.co" in prompt  # instructions are ours, not masked
+        pii = next(c for c in report.compression if c.compressor == "pii_redactor")
+        assert pii.removed == {"EMAIL": 2, "PHONE": 1, "CARD": 1}
+
     def test_history_file_errors_name_the_line(self, tmp_path):
         good = tmp_path / "h.jsonl"
         good.write_text('{"role": "user", "content": "hi"}\n\n{"role": "assistant", "content": "yo"}\n')

@@ -111,3 +111,18 @@ class TestSummarizeCli:
         (tmp_path / "bad.jsonl").write_text("[1, 2]\n", encoding="utf-8")
         bad = runner.invoke(app, ["summarize", str(tmp_path / "bad.jsonl")])
         assert bad.exit_code == 1 and "bad.jsonl:1" in bad.output
+
+
+class TestRedactCli:
+    def test_masks_and_counts(self, tmp_path):
+        f = tmp_path / "t.txt"
+        f.write_text("Mail ines.silva@example.org, key AKIAIOSFODNN7EXAMPLE.\n", encoding="utf-8")
+        result = runner.invoke(app, ["redact", str(f)])
+        assert result.exit_code == 0
+        assert "example.org" not in result.stdout and "<EMAIL_1>" in result.stdout
+        assert "1 email" in result.stderr
+        data = json.loads(runner.invoke(app, ["redact", str(f), "--json"]).stdout)
+        assert "ines" not in json.dumps(data["spans"])
+        (tmp_path / "bad.txt").write_bytes(b"\xff\xfe bad")
+        bad = runner.invoke(app, ["redact", str(tmp_path / "bad.txt")])
+        assert bad.exit_code == 1 and "UTF-8" in bad.output

@@ -80,6 +80,7 @@ def assemble(
     near_duplicate_threshold: float | None = 0.8,
     min_score: float | None = None,
     history_summarizer: Any = None,
+    redactor: Any = None,
     item_tag: str = "document",
     message_tag: str = "message",
     keep_text: bool = False,
@@ -91,7 +92,9 @@ def assemble(
 
     ``history_summarizer`` (e.g. :class:`~contextkit.compressors.HistorySummarizer`)
     condenses the turns of a history section that do not fit into one summary
-    entry; without it those turns are dropped and reported. ``verify=True`` also recounts the final prompt in one piece and checks it
+    entry; without it those turns are dropped and reported. ``redactor`` (e.g.
+    :class:`~contextkit.compressors.redact.PIIRedactor`) masks personal data in the
+    evidence, the history and the question first. ``verify=True`` also recounts the final prompt in one piece and checks it
     against the block sum (a second full pass; the tests do this).
     """
     started = time.perf_counter()
@@ -104,6 +107,8 @@ def assemble(
     if len(set(names)) != len(names):
         raise SectionError(f"section names must be unique: {sorted({n for n in names if names.count(n) > 1})}")
     order = sorted(range(len(sections)), key=lambda i: (sections[i].layout_rank, i))
+    if redactor is not None:
+        sections = [_redacted(s, redactor) for s in sections]
     fills = [_prepare(sections[i], renderer, tok, min_score, merge_passages, evidence_order) for i in order]
     keys = [f for f in fills if f.section.role == "key_instructions" and f.body]
     if restate_instructions and keys:
@@ -134,12 +139,36 @@ def assemble(
         if recount != total:
             raise AssertionError(f"block sum {total} != recount {recount}: please report this as a bug")
     report = _report(fills, prompt, total, limit, profile, tok, format, keep_text, notes, started)
+    if redactor is not None:
+        report.compression.append(redactor.report())
     if audit_log is not None:
         report.append_to_log(audit_log, include_text=audit_text)
     return AssemblyResult(prompt, report)
 
 
 # --------------------------------------------------------------- preparation
+def _redacted(section: Section, redactor: Any) -> Section:
+    """A copy of ``section`` with PII masked: evidence, history and the question (not instructions)."""
+    from dataclasses import replace as copy_with
+
+    if section.items is not None:
+        items = []
+        for item in section.items:
+            masked = redactor.redact(item.text).text
+            items.append(item if masked == item.text else copy_with(
+                item, text=masked, token_count=None, start=None, end=None, doc_id=None))  # offsets no longer fit
+        return copy_with(section, items=items)
+    if section.messages is not None:
+        from contextkit.records import Message
+
+        return copy_with(section, messages=[Message(m.role, redactor.redact(m.content).text, m.timestamp, m.id)
+                                            for m in section.messages])
+    if section.role == "question" and section.content:
+        return copy_with(section, content=redactor.redact(section.content).text)
+    return section
+
+
+
 def _prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: float | None,
              merge: bool, evidence_order: EvidenceOrder) -> SectionFill:
     fill = SectionFill(section, renderer, tok)

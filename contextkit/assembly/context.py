@@ -45,6 +45,7 @@ class AssemblerConfig(BaseModel):
     item_tag: str = "document"
     message_tag: str = "message"
     keep_text: bool = False
+    redact: bool = Field(default=False, description="mask PII in evidence, history and question (PIIRedactor)")
     summarize_history: bool = Field(default=True, description="condense turns that do not fit (else drop them)")
     summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the history summary")
     audit_log: str | None = None
@@ -66,13 +67,15 @@ class ContextAssembler:
     """
 
     def __init__(self, budget: int | str | ModelProfile | None = None, *, retriever: Any = None,
-                 index: Any = None, history_summarizer: Any = None, **options: Any) -> None:
+                 index: Any = None, history_summarizer: Any = None, redactor: Any = None,
+                 **options: Any) -> None:
         self.profile = budget if isinstance(budget, ModelProfile) else None
         self.config = AssemblerConfig(budget=None if self.profile else budget, **options)
         self._retriever = retriever
         self._index = index
         self._owned_index: Any = None
         self.history_summarizer = history_summarizer  # e.g. an LLMHistorySummarizer; default: extractive
+        self.redactor = redactor  # a PIIRedactor session shared across calls (consistent placeholders)
         self._extractive: Any = None
 
     # ----------------------------------------------------------- retrieval
@@ -134,6 +137,10 @@ class ContextAssembler:
         options = {name: getattr(config, name) for name in _ASSEMBLE_OPTIONS}
         if history and config.summarize_history:
             options["history_summarizer"] = self._summarizer(config)
+        if config.redact or self.redactor is not None:
+            from contextkit.compressors.redact import PIIRedactor
+
+            options["redactor"] = self.redactor or PIIRedactor()  # fresh session per prompt by default
         return assemble(parts, budget, **options)
 
     def _summarizer(self, config: AssemblerConfig) -> Any:
