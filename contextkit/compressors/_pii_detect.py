@@ -1,0 +1,446 @@
+"""Detectors for :class:`~contextkit.compressors.redact.PIIRedactor`: the shared text scan, and
+the EMAIL, PHONE, CARD, IBAN and IP detectors with their checks (Luhn, card IIN ranges, IBAN
+lengths and mod-97). The SECRET detectors are in :mod:`contextkit.compressors._pii_secrets`;
+what each kind covers and deliberately leaves alone is in :mod:`contextkit.compressors.redact`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+
+# Ranks for overlap resolution: lower wins.
+_R_PEM, _R_KEY, _R_EMAIL, _R_IBAN, _R_CARD, _R_IP, _R_PHONE, _R_ASSIGN, _R_GENERIC = range(9)
+
+Candidate = tuple[int, int, str, str, int]  # start, end, kind, detector, rank
+
+
+# ------------------------------------------------------------- helpers
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
+def _luhn_ok(digits: str) -> bool:
+    total = 0
+    for i, ch in enumerate(reversed(digits)):
+        d = ord(ch) - 48
+        if i % 2:
+            d *= 2
+            if d > 9:
+                d -= 9
+        total += d
+    return total % 10 == 0
+
+
+def _card_brand(d: str) -> str | None:
+    """The card network of a digit string by its IIN prefix and length, or None."""
+    n = len(d)
+    p2, p3, p4, p6 = int(d[:2]), int(d[:3]), int(d[:4]), int(d[:6])
+    if d[0] == "4":
+        return "visa" if n in (13, 16, 19) else None
+    if 51 <= p2 <= 55 or 2221 <= p4 <= 2720:
+        return "mastercard" if n == 16 else None
+    if p2 in (34, 37):
+        return "amex" if n == 15 else None
+    if 2200 <= p4 <= 2204:
+        return "mir" if 16 <= n <= 19 else None
+    if p4 == 6011 or 644 <= p3 <= 649 or p2 == 65 or 622126 <= p6 <= 622925:
+        return "discover" if 16 <= n <= 19 else None
+    if 3528 <= p4 <= 3589:
+        return "jcb" if 16 <= n <= 19 else None
+    if 300 <= p3 <= 305 or p4 == 3095 or p2 in (36, 38, 39):
+        return "diners" if 14 <= n <= 19 else None
+    if p2 == 62:
+        return "unionpay" if 16 <= n <= 19 else None
+    if p4 in (5018, 5020, 5038, 5893, 6304, 6759, 6761, 6762, 6763) or p2 in (50, 56, 57, 58):
+        return "maestro" if 13 <= n <= 19 else None
+    return None
+
+
+# IBAN length by country (ISO 13616 registry).
+_IBAN_LENGTH = {
+    "AD": 24, "AE": 23, "AL": 28, "AT": 20, "AZ": 28, "BA": 20, "BE": 16, "BG": 22, "BH": 22, "BI": 27,
+    "BR": 29, "BY": 28, "CH": 21, "CR": 22, "CY": 28, "CZ": 24, "DE": 22, "DJ": 27, "DK": 18, "DO": 28,
+    "EE": 20, "EG": 29, "ES": 24, "FI": 18, "FK": 18, "FO": 18, "FR": 27, "GB": 22, "GE": 22, "GI": 23,
+    "GL": 18, "GR": 27, "GT": 28, "HR": 21, "HU": 28, "IE": 22, "IL": 23, "IQ": 23, "IS": 26, "IT": 27,
+    "JO": 30, "KW": 30, "KZ": 20, "LB": 28, "LC": 32, "LI": 21, "LT": 20, "LU": 20, "LV": 21, "LY": 25,
+    "MC": 27, "MD": 24, "ME": 22, "MK": 19, "MN": 20, "MR": 27, "MT": 31, "MU": 30, "NI": 28, "NL": 18,
+    "NO": 15, "OM": 23, "PK": 24, "PL": 28, "PS": 29, "PT": 25, "QA": 29, "RO": 24, "RS": 22, "RU": 33,
+    "SA": 24, "SC": 31, "SD": 18, "SE": 24, "SI": 19, "SK": 24, "SM": 27, "SO": 23, "ST": 25, "SV": 28,
+    "TL": 23, "TN": 24, "TR": 26, "UA": 29, "VA": 22, "VG": 24, "XK": 20, "YE": 30,
+}
+
+
+def _iban_ok(compact: str) -> bool:
+    if _IBAN_LENGTH.get(compact[:2]) != len(compact) or not compact[2:4].isdigit():
+        return False
+    rearranged = compact[4:] + compact[:4]
+    return int("".join(str(int(ch, 36)) for ch in rearranged)) % 97 == 1
+
+
+# ------------------------------------------------------------- detectors
+# A detector takes a ``_Scan`` of the text and returns candidates (start, end, kind,
+# detector, rank). Python's regex engine skips ahead quickly only to a literal, not to a
+# character class (a bare r"\d" costs ~40 ms per MB here), so nothing scans the whole
+# text that does not start with a literal: runs are found on a UTF-8 copy with
+# character classes folded to one byte each (bytes.translate is a C loop; str.translate
+# is not, for non-ASCII text), where digits are all "0" and a numeric run starts with
+# the literal "0". Every structural character is ASCII, so no run starts or ends inside
+# a multi-byte character; offsets are mapped back to the text for candidates only.
+# Digit-based kinds then look only inside numeric runs, e-mails only around "@", key
+# formats where their literal prefix occurs, assignments around their key words.
+# Boundaries are checked in Python on the few candidates.
+
+_FOLD = bytes.maketrans(b"0123456789" + bytes(range(65, 91)) + bytes(range(97, 123)),
+                        b"0" * 10 + b"A" * 26 + b"a" * 26)
+_NUMERIC = re.compile(rb"0[0 ().\-/+]{5,}")  # from a digit, a run that could hold a phone, card or IPv4
+_IBAN_START = re.compile(rb"AA00")  # two capitals, two digits
+
+
+class _Scan:
+    """One text and what several detectors share: its UTF-8 and folded forms, numeric runs."""
+
+    __slots__ = ("text", "raw", "ascii", "_folded", "_regions")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.raw = text.encode("utf-8", "surrogatepass")
+        self.ascii = len(self.raw) == len(text)
+        self._folded: bytes | None = None
+        self._regions: list[tuple[int, int]] | None = None
+
+    @property
+    def folded(self) -> bytes:
+        if self._folded is None:
+            self._folded = self.raw.translate(_FOLD)
+        return self._folded
+
+    def spans(self, pattern: re.Pattern[bytes], data: bytes) -> list[tuple[int, int]]:
+        """Spans, in characters of the text, of ``pattern`` in ``data`` (a byte form of the text)."""
+        spans = [m.span() for m in pattern.finditer(data)]
+        if not spans or self.ascii:
+            return spans
+        index = self.char_index(sorted({x for span in spans for x in span}))
+        return [(index[a], index[b]) for a, b in spans]
+
+    def char_index(self, offsets: list[int]) -> dict[int, int]:
+        """Byte offset -> character offset, for sorted byte offsets at character boundaries."""
+        index, b_prev, c_prev = {}, 0, 0
+        for off in offsets:
+            c_prev += len(self.raw[b_prev:off].decode("utf-8", "surrogatepass"))
+            b_prev = off
+            index[off] = c_prev
+        return index
+
+    @property
+    def regions(self) -> list[tuple[int, int]]:
+        """Runs of digits, spaces and ``().-/+`` from a digit (widened over a leading "(" or "+")."""
+        if self._regions is None:
+            text = self.text
+            regions = []
+            for lo, hi in self.spans(_NUMERIC, self.folded):
+                while lo > 0 and text[lo - 1] in "(+" and lo > hi - 40:
+                    lo -= 1
+                regions.append((lo, hi))
+            self._regions = regions
+        return self._regions
+
+
+_EMAIL = re.compile(
+    r"[\w%+\-](?:[\w.%+\-]{0,62}[\w%+\-])?@"
+    r"(?:[^\W_](?:[\w\-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w\-]|\.[^\W_])"
+)
+
+
+def _find_email(scan: _Scan) -> list[Candidate]:
+    text = scan.text
+    out: list[Candidate] = []
+    at = text.find("@")
+    last_end = 0
+    while at >= 0:
+        for m in _EMAIL.finditer(text, max(last_end, at - 64), min(len(text), at + 256)):
+            s, e = m.span()
+            if s > at:
+                break
+            if e <= at or (s > 0 and (_is_word(text[s - 1]) or text[s - 1] in ".%+-")):
+                continue
+            local = m.group().split("@", 1)[0]
+            if ".." not in local and not local.startswith("."):
+                out.append((s, e, "EMAIL", "email", _R_EMAIL))
+                last_end = e
+            break
+        at = text.find("@", max(at + 1, last_end))
+    return out
+
+
+def _digit_boundary_ok(text: str, start: int, end: int) -> bool:
+    """Not part of a longer number, word, decimal or dotted/dashed chain."""
+    if start > 0:
+        p = text[start - 1]
+        if _is_word(p) or p == "+" or (p in ".,-/" and start > 1 and text[start - 2].isdigit()):
+            return False
+    if end < len(text):
+        n = text[end]
+        if _is_word(n) or (n in ".,-/" and end + 1 < len(text) and text[end + 1].isdigit()):
+            return False
+    return True
+
+
+def _joined(text: str, end: int) -> bool:
+    """Whether a digit group ending at ``end`` goes on as a word, date or decimal ("3D", "12/25", "3.5")."""
+    if end < len(text) and text[end].isalpha():
+        return True
+    return end + 1 < len(text) and text[end] in "/.:,-" and text[end + 1].isdigit()
+
+
+_CARD = re.compile(r"\d\d{1,5}(?:[ \-]\d{1,6}){1,5}|\d{13,19}")
+_DIGIT_RUN = re.compile(r"\d+")
+
+
+def _find_card(scan: _Scan) -> list[Candidate]:
+    text = scan.text
+    out: list[Candidate] = []
+    for lo, hi in scan.regions:
+        if hi - lo < 13:
+            continue
+        pos = lo
+        while True:
+            m = _CARD.search(text, pos, hi)
+            if m is None:
+                break
+            hit = _card_in(text, m)
+            if hit:
+                out.append(hit)
+                pos = hit[1]
+            else:  # retry after the first digit run: a card starts a run, never inside one
+                pos = m.start() + len(_DIGIT_RUN.match(m.group()).group())
+    return out
+
+
+def _card_in(text: str, m: re.Match[str]) -> Candidate | None:
+    base = m.start()
+    groups = [(g.start() + base, g.end() + base) for g in _DIGIT_RUN.finditer(m.group())]
+    if len(groups) == 1:
+        s, e = groups[0]
+        d = text[s:e]
+        if 13 <= len(d) <= 19 and _digit_boundary_ok(text, s, e) and _card_brand(d) and _luhn_ok(d):
+            return (s, e, "CARD", "card", _R_CARD)
+        return None
+    for i in range(len(groups)):
+        if groups[i][1] - groups[i][0] != 4:  # printed card numbers start with a group of four
+            continue
+        for j in range(len(groups) - 1, i, -1):
+            s, e = groups[i][0], groups[j][1]
+            if len({text[groups[k][1]] for k in range(i, j)}) != 1:
+                continue  # one kind of separator throughout
+            if any(not 3 <= b - a <= 6 for a, b in groups[i + 1 : j]) or not 1 <= e - groups[j][0] <= 6:
+                continue  # groups of three to six digits after the first; the last may be shorter
+            if text[s - 1:s] == text[groups[i][1]] and _after_group(text, s - 1):
+                continue  # a printed card number starts its run of groups: "DE59 2344 8783 ..." is not one
+            if j + 1 < len(groups) and text[e] == text[groups[i][1]] and not _joined(text, groups[j + 1][1]):
+                continue  # and ends it: "4121 1488 0508 6371 414" is a 19-digit number, not a card + 414
+            digits = "".join(text[a:b] for a, b in groups[i : j + 1])
+            if (13 <= len(digits) <= 19 and _digit_boundary_ok(text, s, e) and _card_brand(digits)
+                    and _luhn_ok(digits)):
+                return (s, e, "CARD", "card", _R_CARD)
+    return None
+
+
+_IBAN = re.compile(r"[A-Z][A-Z]\d\d(?: ?[A-Z0-9]{1,4}){2,8}")
+
+
+def _find_iban(scan: _Scan) -> list[Candidate]:
+    text = scan.text
+    out: list[Candidate] = []
+    end_prev = 0
+    for s, _ in scan.spans(_IBAN_START, scan.folded):
+        if s < end_prev or (s > 0 and _is_word(text[s - 1])):
+            continue
+        m = _IBAN.match(text, s)
+        if m is None:
+            continue
+        raw = m.group()
+        want = _IBAN_LENGTH.get(raw[:2])
+        if want is None:
+            continue
+        taken, end = 0, s  # walk the raw text until `want` non-space characters are taken
+        for k, ch in enumerate(raw):
+            if ch != " ":
+                taken += 1
+                if taken == want:
+                    end = s + k + 1
+                    break
+        if taken < want or (end < len(text) and _is_word(text[end])):
+            continue
+        body = text[s:end]
+        if " " in body and any(len(g) != 4 for g in body.split(" ")[:-1]):
+            continue  # printed IBANs come in groups of four
+        if _iban_ok(body.replace(" ", "")):
+            out.append((s, end, "IBAN", "iban", _R_IBAN))
+            end_prev = end
+    return out
+
+
+_OCTET = r"(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)"
+_IPV4 = re.compile(r"\d\d{0,2}\.\d{1,3}\.\d{1,3}\.\d{1,3}")
+_IPV4_STRICT = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
+_IPV6_HINT = re.compile(r":[0-9A-Fa-f:]")
+_IPV6 = re.compile(
+    r"[0-9A-Fa-f]{0,4}(?::[0-9A-Fa-f]{0,4}){2,7}(?:\.\d{1,3}\.\d{1,3}\.\d{1,3})?(?:%[\w.]+)?"
+)
+_HEX = frozenset("0123456789abcdefABCDEF")
+_VERSION_CONTEXT = re.compile(r"(?:[=<>~!]=|[<>][ \t]|\bEC|(?i:\b(?:versions?|ver|v|release|rev|revision|kernel|"
+                              r"section|chapter|build|patch|python)\b[:.]?))[ \t]*\Z")  # EC: enzyme numbers
+
+
+def _find_ip(scan: _Scan) -> list[Candidate]:
+    text = scan.text
+    out: list[Candidate] = []
+    for lo, hi in scan.regions:
+        for m in _IPV4.finditer(text, lo, hi):
+            s, e = m.span()
+            if not _IPV4_STRICT.fullmatch(m.group()):
+                continue
+            if s > 0 and (_is_word(text[s - 1]) or text[s - 1] in ".-"):
+                continue
+            if e < len(text) and (_is_word(text[e]) or (text[e] == "." and e + 1 < len(text)
+                                                        and text[e + 1].isalnum())):
+                continue
+            if _VERSION_CONTEXT.search(text, max(0, s - 12), s):
+                continue  # "version 1.2.3.4", ">= 1.4.5.0", "Section 6.3.2.3"
+            out.append((s, e, "IP", "ipv4", _R_IP))
+    if "::" not in text and text.count(":") < 7:
+        return out
+    last_end = 0
+    for h in _IPV6_HINT.finditer(text):
+        start = h.start()
+        if start < last_end:
+            continue
+        while start > 0 and start > h.start() - 4 and text[start - 1] in _HEX:
+            start -= 1
+        m = _IPV6.match(text, start)
+        if m is None:
+            continue
+        s, e = m.span()
+        cand = m.group()
+        if cand.endswith(":") and not cand.endswith("::"):
+            cand, e = cand[:-1], e - 1
+        last_end = max(last_end, e)
+        if cand.count(":") < 2 or (s > 0 and (_is_word(text[s - 1]) or text[s - 1] in ":.")):
+            continue
+        if e < len(text) and (_is_word(text[e]) or text[e] == ":"):
+            continue
+        addr = cand.split("%", 1)[0]
+        groups = [g for g in re.split(r"[:.]", addr) if g]
+        if len(groups) < 2 or max(map(len, groups)) < 3 or not any(ch.isdigit() for ch in addr):
+            continue  # "ham[1::3]" is a slice; an address has a group of three hex digits or more
+        try:
+            ipaddress.IPv6Address(addr)
+        except ValueError:
+            continue
+        out.append((s, e, "IP", "ipv6", _R_IP))
+    return out
+
+
+_PHONE_INTL = re.compile(r"\+[1-9]\d{0,2}(?:[ .\-]?\(0\))?(?:[ .\-]?(?:\(\d{1,5}\)|\d{1,6})){1,7}")
+_PHONE_NANP = re.compile(
+    r"(?:1[ .\-]?)?(?:\(\d{3}\)[ .\-]?|\d{3}(?P<s>[ .\-]))\d{3}(?(s)(?P=s)|[ .\-])\d{4}"
+)
+_PHONE_TRUNK = re.compile(
+    r"(?:\(0\d{1,4}\)[ ]?|0\d{1,4}[ .\-/])\d{2,8}(?:(?P<t>[ .\-])\d{2,4}(?:(?P=t)\d{2,4}){0,3})?"
+)
+_PHONE_SEPS = re.compile(r"\d([ .\-]+)(?=[\d(])")
+
+
+_NUMBER_GROUP = re.compile(r"[A-Z]{1,2}\d{2,8}|\d{3,8}")
+_CODE_GROUP = re.compile(r"[A-Z0-9]{4}")
+
+
+def _after_group(text: str, sep: int, depth: int = 0) -> bool:
+    """Whether the separator at ``sep`` follows a group of an account-like run: three or more digits,
+    or two or more after one or two capitals ("4669", "DE59"), or four capitals and digits after such
+    a group ("GB66 OYPR").
+    A card or phone number starts such a run; "Wnt7a 3528 ..." or "IGF2 2500 ..." are not runs."""
+    k = sep
+    while k > 0 and text[k - 1].isalnum() and sep - k < 9:
+        k -= 1
+    if k > 0 and text[k - 1].isalnum():
+        return False
+    if _NUMBER_GROUP.fullmatch(text, k, sep):
+        return True
+    return (depth < 6 and bool(_CODE_GROUP.fullmatch(text, k, sep)) and k > 1 and text[k - 1] == text[sep]
+            and _after_group(text, k - 1, depth + 1))
+
+
+def _phone_start_ok(text: str, s: int) -> bool:
+    """Not glued to a word, not inside a dotted or dashed chain of numbers, not the tail of a longer
+    run of digit groups ("4669 0923 4139 8847")."""
+    if s == 0:
+        return True
+    p = text[s - 1]
+    if _is_word(p) or p == "+":
+        return False
+    if p in ".-/,)" and s > 1 and text[s - 2].isdigit():
+        return False
+    return not (p == " " and _after_group(text, s - 1))
+
+
+def _phone_end_ok(text: str, e: int) -> bool:
+    if e >= len(text):
+        return True
+    n = text[e]
+    if _is_word(n) or n == "(":
+        return False
+    return not (n in ".-/" and e + 1 < len(text) and text[e + 1].isdigit())
+
+
+def _find_phone(scan: _Scan) -> list[Candidate]:
+    text = scan.text
+    out: list[Candidate] = []
+    for lo, hi in scan.regions:
+        if hi - lo < 8:
+            continue
+        if "+" in text[lo:hi]:
+            for m in _PHONE_INTL.finditer(text, lo, hi):
+                hit = _intl_phone(text, m)
+                if hit:
+                    out.append(hit)
+        for m in _PHONE_NANP.finditer(text, lo, hi):
+            s, e = m.span()
+            if _phone_start_ok(text, s) and _phone_end_ok(text, e):
+                out.append((s, e, "PHONE", "phone_nanp", _R_PHONE))
+        for m in _PHONE_TRUNK.finditer(text, lo, hi):
+            s = m.start()
+            if m.group().startswith("00") or not _phone_start_ok(text, s):
+                continue
+            runs = list(_DIGIT_RUN.finditer(m.group()))
+            for k in range(len(runs), 1, -1):  # the longest run of groups that makes a number
+                lengths = [len(r.group()) for r in runs[:k]]
+                e = s + runs[k - 1].end()
+                if 9 <= sum(lengths) <= 12 and min(lengths) >= 2 and _phone_end_ok(text, e):
+                    out.append((s, e, "PHONE", "phone_national", _R_PHONE))
+                    break
+    return out
+
+
+def _intl_phone(text: str, m: re.Match[str]) -> Candidate | None:
+    s = m.start()
+    if s > 0 and (_is_word(text[s - 1]) or text[s - 1] in "+.)"):
+        return None
+    body = m.group()
+    for cut in reversed([g.end() for g in _DIGIT_RUN.finditer(body)]):  # the longest valid prefix
+        part = body[:cut]
+        if part.endswith("(0") or part.count("(") != part.count(")"):
+            continue
+        inner = part.replace("(0)", "")
+        runs = _DIGIT_RUN.findall(inner)
+        if not 8 <= sum(map(len, runs)) <= 15:
+            continue
+        if len(runs) > 2 and min(map(len, runs[2:])) < 2:
+            continue  # after the country and area codes, groups have two digits or more
+        later = set(_PHONE_SEPS.findall(inner)[1:])
+        if len(later) > 1 and not later <= {" ", "-"}:
+            continue  # "+1.23 4.56 7.89": a list of numbers, not a phone
+        if _phone_end_ok(text, s + cut):
+            return (s, s + cut, "PHONE", "phone_intl", _R_PHONE)
+    return None
