@@ -304,8 +304,10 @@ class TestBudgetProperty:
         included = sum(i.tokens for i in report.items)
         assert included <= report.tokens
 
+    # From 4,000 tokens: cuts fall at sentence ends, and one sentence here is ~20 tokens, so
+    # below that a prompt can stop short of 99% with nothing that fits in the gap.
     @settings(max_examples=25, deadline=None)
-    @given(st.integers(2_000, 20_000), st.integers(0, 10_000))
+    @given(st.integers(4_000, 20_000), st.integers(0, 10_000))
     def test_fills_99_percent_when_material_exists(self, cl100k, budget, seed):
         items = [EvidenceItem(id=f"f{i}", text=_text(seed + i, 20), score=((seed * 31 + i * 17) % 100) / 100)
                  for i in range(budget // 150)]
@@ -368,3 +370,19 @@ class TestContextAssembler:
         with pytest.raises(HistoryFileError, match="UTF-8"):
             load_history(binary)
 
+
+
+class TestDuplicatesEdgeCases:
+    def test_same_item_twice_is_reported_once_as_duplicate(self):
+        item = EvidenceItem(id="a", text=_text(1), doc_id="d", start=0, end=len(_text(1)), score=0.5)
+        prompt, report = assemble(_sections([item, item]), 5_000)
+        statuses = [(i.status, i.reason) for i in report.items if i.id == "a"]
+        assert sorted(statuses, key=str) == [("dropped", "duplicate"), ("included", None)]
+        assert prompt.count(_text(1)) == 1
+
+    def test_a_passage_contained_in_a_kept_one_is_dropped(self):
+        long = _text(2, 20)
+        inner = ". ".join(long.split(". ")[3:12]) + "."
+        items = [EvidenceItem(id="long", text=long, score=0.9), EvidenceItem(id="inner", text=inner, score=0.5)]
+        _, report = assemble(_sections(items), 5_000)
+        assert {i.id: i.reason for i in report.items}["inner"] == "near_duplicate"

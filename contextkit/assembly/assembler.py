@@ -186,7 +186,12 @@ def _prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: fl
     items = list(section.items or [])
     early: list[tuple[EvidenceItem, str, str | None, str | None]] = []
     kept: list[EvidenceItem] = []
+    seen_ids: set[str] = set()
     for item in items:
+        if item.id in seen_ids:
+            early.append((item, "dropped", "duplicate", "the same item given twice"))
+            continue
+        seen_ids.add(item.id)
         if not item.text.strip():
             early.append((item, "dropped", "empty", None))
         elif min_score is not None and item.score is not None and item.score < min_score:

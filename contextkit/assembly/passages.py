@@ -17,7 +17,7 @@ from typing import Literal
 
 from contextkit.assembly.sections import EvidenceItem
 
-__all__ = ["Deduplicator", "merge_overlapping", "order_items"]
+__all__ = ["Deduplicator", "merge_overlapping", "normalise_text", "order_items", "sentence_set"]
 
 EvidenceOrder = Literal["lost_in_the_middle", "score", "document"]
 
@@ -45,6 +45,8 @@ def merge_overlapping(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], di
         current = group[0]
         parts = [current.id]
         for nxt in group[1:]:
+            if nxt.id in parts:  # the same passage twice: the caller reports it
+                continue
             if nxt.start <= current.end and _agree(current, nxt):
                 if nxt.end > current.end:
                     text = current.text + nxt.text[current.end - nxt.start:]
@@ -100,7 +102,8 @@ def _rank_key(item: EvidenceItem) -> tuple[float, str]:
 _MIN_SENTENCE = 16  # characters; shorter pieces ("Yes.", "1.") say nothing about duplication
 
 
-def _normalise(text: str) -> str:
+def normalise_text(text: str) -> str:
+    """Case-folded, white space collapsed: the form duplicates are compared in."""
     return " ".join(text.casefold().split())
 
 
@@ -116,12 +119,15 @@ class Deduplicator:
     Exact: the same text up to case and white space. Near: at least
     ``near_threshold`` Jaccard similarity of their sets of sentences (so a copy
     with a changed title, a reflowed paragraph or an extra line is caught, while
-    two passages that share a stock sentence are not). Sentences are cheap to
+    two passages that share a stock sentence are not), or at least
+    ``containment`` of the new passage's sentences inside one kept passage (a
+    chunk of a mirrored copy that a longer merged passage already holds). Sentences are cheap to
     hash: checking a million tokens of evidence costs tens of milliseconds.
     """
 
-    def __init__(self, near_threshold: float | None = 0.8) -> None:
+    def __init__(self, near_threshold: float | None = 0.8, containment: float | None = 0.9) -> None:
         self.near_threshold = near_threshold
+        self.containment = containment
         self._exact: dict[bytes, str] = {}
         self._postings: dict[int, list[int]] = defaultdict(list)
         self._sizes: list[int] = []
@@ -129,7 +135,7 @@ class Deduplicator:
 
     def check(self, item_id: str, text: str) -> tuple[str, str] | None:
         """``("duplicate" | "near_duplicate", id of the kept passage)`` or None; accepts it when None."""
-        normalised = _normalise(text)
+        normalised = normalise_text(text)
         key = hashlib.blake2b(normalised.encode("utf-8", "surrogatepass"), digest_size=16).digest()
         if key in self._exact:
             return "duplicate", self._exact[key]
@@ -139,6 +145,8 @@ class Deduplicator:
             for j, common in shared.most_common(3):
                 if common / (len(sentences) + self._sizes[j] - common) >= self.near_threshold:
                     return "near_duplicate", self._ids[j]
+                if self.containment is not None and common / len(sentences) >= self.containment:
+                    return "near_duplicate", self._ids[j]  # nearly all of it is inside a kept passage
         self._exact[key] = item_id
         if len(sentences) >= 3:
             j = len(self._ids)

@@ -55,7 +55,7 @@ from llama_index.core.schema import (
 from pydantic import BaseModel
 
 from contextkit.assembly._fill import truncate_at_sentence
-from contextkit.assembly.passages import Deduplicator, _normalise, merge_overlapping, order_items
+from contextkit.assembly.passages import Deduplicator, merge_overlapping, normalise_text, order_items
 from contextkit.assembly.sections import EvidenceItem
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
@@ -217,7 +217,7 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
             if full:
                 drop(i, "budget", "after the node cut to fit")
                 continue
-            norm = _normalise(item.text)
+            norm = normalise_text(item.text)
             inside = _holder(norm, kept) if dedup is not None else None
             if inside is not None:  # all of it is already in a kept node (e.g. a mirror's chunk in a merged run)
                 drop(i, "duplicate", f"repeats {inside}" if norm == kept[inside].norm else f"contained in {inside}")
@@ -251,7 +251,7 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
                     drop(i, "budget", f"needs {count} tokens, {max(room - self.per_node_overhead, 0)} left")
                     continue
                 nws, n = cut
-                norm = _normalise(nws.node.get_content(metadata_mode=MetadataMode.NONE))
+                norm = normalise_text(nws.node.get_content(metadata_mode=MetadataMode.NONE))
                 inside = _holder(norm, kept) if dedup is not None else None
                 if inside is not None or (dedup is not None and any(k.norm in norm for k in kept.values())):
                     drop(i, "duplicate", f"cut to fit, it overlaps {inside or 'a kept node'} wholly")
