@@ -115,3 +115,19 @@ class TestContextKitMemory:
 
 def test_settings_untouched():
     assert not isinstance(Settings._llm, ScriptedLLM)
+
+
+def test_unsupported_version_names_the_supported_ones():
+    from contextkit.integrations.llamaindex import LlamaIndexVersionError, check_version
+
+    with pytest.raises(LlamaIndexVersionError, match=r">=0\.14,<0\.15"):
+        check_version("0.11.3")
+    assert check_version("0.14.25") == "0.14.25"
+
+
+def test_import_contextkit_does_not_import_llamaindex():
+    import subprocess
+    import sys
+
+    code = "import contextkit, sys; contextkit.ContextAssembler; print('llama_index' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip() == "False"

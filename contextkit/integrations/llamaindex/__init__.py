@@ -2,8 +2,55 @@
 
 ``import contextkit`` never imports LlamaIndex; importing this package does, and
 checks the installed llama-index-core version first.
+
+=============================  ==============================================================
+plug-in point                  contextkit piece
+=============================  ==============================================================
+``IngestionPipeline``,         :class:`ContextKitNodeParser` (token-exact chunks, offsets)
+``Settings.node_parser``
+``embed_model=``               :class:`ContextKitEmbedding` (windowed, ONNX on CPU, offline)
+retrievers, query engines      :class:`ContextKitRetriever` (dense / BM25 / hybrid index)
+``node_postprocessors=[...]``  :class:`ContextBudgetPostprocessor` (merge, dedup, order, budget)
+``response_synthesizer=``      :class:`ContextKitSynthesizer` (prompt built by ContextAssembler)
+chat                           :class:`ContextKitChatEngine`, :func:`contextkit_memory`
+=============================  ==============================================================
 """
 
-from contextkit.integrations.llamaindex._compat import check_version
+from contextkit.integrations.llamaindex._compat import SUPPORTED, LlamaIndexVersionError, check_version
 
 check_version()
+
+from contextkit.integrations.llamaindex.chat import ContextKitChatEngine  # noqa: E402
+from contextkit.integrations.llamaindex.convert import (  # noqa: E402
+    ConversionError,
+    chunks_from_nodes,
+    documents_from_llamaindex,
+    ingest_llamaindex_documents,
+    nodes_from_chunks,
+)
+from contextkit.integrations.llamaindex.embedding import ContextKitEmbedding  # noqa: E402
+from contextkit.integrations.llamaindex.memory import ContextKitSummaryBlock, contextkit_memory  # noqa: E402
+from contextkit.integrations.llamaindex.node_parser import ContextKitNodeParser  # noqa: E402
+from contextkit.integrations.llamaindex.postprocessor import BudgetReport, ContextBudgetPostprocessor  # noqa: E402
+from contextkit.integrations.llamaindex.retriever import ContextKitRetriever  # noqa: E402
+from contextkit.integrations.llamaindex.synthesizer import ContextKitSynthesizer  # noqa: E402
+
+__all__ = [
+    "SUPPORTED",
+    "BudgetReport",
+    "ContextBudgetPostprocessor",
+    "ContextKitChatEngine",
+    "ContextKitEmbedding",
+    "ContextKitNodeParser",
+    "ContextKitRetriever",
+    "ContextKitSummaryBlock",
+    "ContextKitSynthesizer",
+    "ConversionError",
+    "LlamaIndexVersionError",
+    "check_version",
+    "chunks_from_nodes",
+    "contextkit_memory",
+    "documents_from_llamaindex",
+    "ingest_llamaindex_documents",
+    "nodes_from_chunks",
+]
