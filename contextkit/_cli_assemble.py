@@ -33,6 +33,8 @@ def assemble(
     order: Annotated[str, typer.Option(help="evidence order: lost_in_the_middle, score or document")] = "lost_in_the_middle",
     out_file: Annotated[Optional[Path], typer.Option("--out", help="write the prompt here instead of stdout")] = None,
     report_file: Annotated[Optional[Path], typer.Option("--report", help="write the report here as JSON")] = None,
+    report_html: Annotated[Optional[Path], typer.Option(
+        help="write a self-contained HTML page: the prompt by section, the budget chart, what was left out")] = None,
     summarize_history: Annotated[bool, typer.Option(
         help="condense history turns that do not fit into a summary (else drop them)")] = True,
     summary_tokens: Annotated[int, typer.Option(help="hard cap on the history summary, in tokens")] = 512,
@@ -81,6 +83,10 @@ def assemble(
     try:
         if report_file:
             _write_atomic(report_file, result.report.model_dump_json(indent=2) + "\n")
+        if report_html:
+            from contextkit.assembly.html import render_html
+
+            _write_atomic(report_html, render_html(result.prompt, result.report, title=f"contextkit: {question}"))
         if out_file:
             _write_atomic(out_file, result.prompt)
         else:

@@ -386,3 +386,11 @@ class TestDuplicatesEdgeCases:
         items = [EvidenceItem(id="long", text=long, score=0.9), EvidenceItem(id="inner", text=inner, score=0.5)]
         _, report = assemble(_sections(items), 5_000)
         assert {i.id: i.reason for i in report.items}["inner"] == "near_duplicate"
+
+
+def test_section_offsets_locate_each_section():
+    prompt, report = assemble(_sections(_items(3)), 3_000)
+    for s in report.sections:
+        text = prompt[s.start:s.end]
+        assert text.startswith(f"<{s.tag}>") and text.endswith(f"</{s.tag}>\n")
+    assert report.sections[-1].end == len(prompt)

@@ -422,8 +422,11 @@ def _sha256(block_lists: Any) -> str:
 def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profile: ModelProfile | None,
             tok: Tokenizer, fmt: str, keep_text: bool, notes: list[str], started: float) -> AssemblyReport:
     sections, items = [], []
+    offset = 0
     for f in fills:
         s = f.section
+        start = offset
+        offset += sum(len(b.text) for b in f.blocks)
         block_tokens: dict[int, int] = {b.item: b.tokens for b in f.blocks if b.item is not None}
         counts = {"included": 0, "truncated": 0, "dropped": 0, "summarized": 0}
         for i, e in enumerate(f.entries):
@@ -439,7 +442,7 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
             status = "truncated"
         sections.append(SectionReport(
             name=s.name, role=s.role, tag=s.tag, priority=s.priority, pinned=s.pinned,
-            tokens=sum(b.tokens for b in f.blocks), status=status, reason=f.reason,
+            tokens=sum(b.tokens for b in f.blocks), start=start, end=offset, status=status, reason=f.reason,
             items_included=counts["included"], items_truncated=counts["truncated"],
             items_dropped=counts["dropped"] + counts["summarized"]))
     return AssemblyReport(

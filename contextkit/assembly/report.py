@@ -37,6 +37,8 @@ class SectionReport(BaseModel):
     priority: int
     pinned: bool
     tokens: int = Field(description="exact tokens of the section's blocks in the prompt")
+    start: int = Field(default=0, description="character offset of the section in the prompt")
+    end: int = Field(default=0, description="character offset just past the section")
     status: Literal["included", "truncated", "dropped"]
     reason: str | None = None
     items_included: int = 0
