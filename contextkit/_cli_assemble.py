@@ -39,6 +39,8 @@ def assemble(
         help="condense history turns that do not fit into a summary (else drop them)")] = True,
     summary_tokens: Annotated[int, typer.Option(help="hard cap on the history summary, in tokens")] = 512,
     redact: Annotated[bool, typer.Option(help="mask PII in the evidence, history and question")] = False,
+    compress_evidence: Annotated[Optional[float], typer.Option(
+        help="prune retrieved passages to the sentences that bear on the question, to 1/N of their tokens")] = None,
     audit_log: Annotated[Optional[Path], typer.Option(help="append one JSON line per assembly (no document text)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="the report as JSON on stderr instead of a table")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no report on stderr")] = False,
@@ -71,7 +73,7 @@ def assemble(
                 profile if budget is None else budget, index=opened, mode=mode, format=fmt, evidence_order=order,
                 tokenizer=profile.tokenizer if (profile and budget is not None) else None,
                 audit_log=str(audit_log) if audit_log else None, summarize_history=summarize_history,
-                summary_max_tokens=summary_tokens, redact=redact)
+                summary_max_tokens=summary_tokens, redact=redact, compress_evidence=compress_evidence)
             result = assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
     except (IndexFolderError, RetrievalError, BudgetError, ProfileError, SectionError, HistoryFileError,
             ValueError, OSError) as exc:

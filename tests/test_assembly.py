@@ -394,3 +394,19 @@ def test_section_offsets_locate_each_section():
         text = prompt[s.start:s.end]
         assert text.startswith(f"<{s.tag}>") and text.endswith(f"</{s.tag}>\n")
     assert report.sections[-1].end == len(prompt)
+
+
+def test_assembler_prunes_evidence_when_asked(embedder, cl100k):
+    from contextkit.compressors.evidence import EvidenceCompressor
+
+    passages = [
+        "FAISS searches dense vectors by inner product. The weather was mild that spring. "
+        "An IndexIDMap2 keeps the caller's ids so vectors can be removed. Lunch was served at noon.",
+        "BM25 ranks documents by term frequency. The office moved to a new building in May.",
+    ]
+    assembler = ContextAssembler(2_000, compress_evidence=2.0, evidence_compressor=EvidenceCompressor(embedder))
+    prompt, report = assembler.assemble("How does FAISS keep ids for removal?", evidence=passages)
+    assert "IndexIDMap2 keeps the caller's ids" in prompt and "Lunch was served" not in prompt
+    pruned = report.compression[0]
+    assert pruned.compressor == "evidence" and pruned.output_tokens < pruned.input_tokens
+    assert cl100k.count(prompt) == report.tokens

@@ -74,6 +74,9 @@ class TestAssembleCli:
 
         to_stdout = runner.invoke(app, [*args, "-q"])
         assert to_stdout.exit_code == 0 and to_stdout.stdout == prompt
+        pruned = runner.invoke(app, [*args, "--compress-evidence", "2", "--redact", "--report", str(rep), "-q"])
+        assert pruned.exit_code == 0, pruned.output
+        assert {c["compressor"] for c in json.loads(rep.read_text())["compression"]} >= {"evidence", "pii_redactor"}
 
         (tmp_path / "bad.jsonl").write_text('{"role": "user", "content": "hi"}\n{oops\n', encoding="utf-8")
         fresh = tmp_path / "fresh.txt"

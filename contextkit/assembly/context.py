@@ -46,6 +46,9 @@ class AssemblerConfig(BaseModel):
     message_tag: str = "message"
     keep_text: bool = False
     redact: bool = Field(default=False, description="mask PII in evidence, history and question (PIIRedactor)")
+    compress_evidence: float | None = Field(
+        default=None, gt=1.0, description="prune evidence to the sentences that bear on the question, to 1/N of "
+        "its tokens (EvidenceCompressor), so more passages fit")
     summarize_history: bool = Field(default=True, description="condense turns that do not fit (else drop them)")
     summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the history summary")
     audit_log: str | None = None
@@ -68,7 +71,7 @@ class ContextAssembler:
 
     def __init__(self, budget: int | str | ModelProfile | None = None, *, retriever: Any = None,
                  index: Any = None, history_summarizer: Any = None, redactor: Any = None,
-                 **options: Any) -> None:
+                 evidence_compressor: Any = None, **options: Any) -> None:
         self.profile = budget if isinstance(budget, ModelProfile) else None
         self.config = AssemblerConfig(budget=None if self.profile else budget, **options)
         self._retriever = retriever
@@ -76,6 +79,7 @@ class ContextAssembler:
         self._owned_index: Any = None
         self.history_summarizer = history_summarizer  # e.g. an LLMHistorySummarizer; default: extractive
         self.redactor = redactor  # a PIIRedactor session shared across calls (consistent placeholders)
+        self.evidence_compressor = evidence_compressor  # used when compress_evidence is set
         self._extractive: Any = None
 
     # ----------------------------------------------------------- retrieval
@@ -127,6 +131,10 @@ class ContextAssembler:
         retriever = retriever or self.retriever
         if retriever is not None and query:
             items += self._retrieve(retriever, query, k or config.k, filters, budget)
+        compression = []
+        if items and query and config.compress_evidence:
+            items, pruned = self._compressor(retriever).compress(query, items, target_ratio=config.compress_evidence)
+            compression.append(pruned)
         if items or retriever is not None or evidence is not None:
             parts.append(Section("evidence", role="evidence", items=items))
         if history:
@@ -141,7 +149,19 @@ class ContextAssembler:
             from contextkit.compressors.redact import PIIRedactor
 
             options["redactor"] = self.redactor or PIIRedactor()  # fresh session per prompt by default
-        return assemble(parts, budget, **options)
+        result = assemble(parts, budget, **options)
+        result.report.compression[:0] = compression
+        return result
+
+    def _compressor(self, retriever: Any) -> Any:
+        if self.evidence_compressor is None:
+            from contextkit.compressors.evidence import EvidenceCompressor
+
+            # The retriever's embedder when it has one: one model in memory, its query cache shared.
+            embedder = getattr(retriever, "embedder", None)
+            self.evidence_compressor = EvidenceCompressor(embedder=embedder, tokenizer=self.config.tokenizer or
+                                                          "cl100k_base")
+        return self.evidence_compressor
 
     def _summarizer(self, config: AssemblerConfig) -> Any:
         if self.history_summarizer is not None:
