@@ -176,24 +176,25 @@ class TestBM25Consistency:
             assert store_ids == bm25_ids
 
 
+@pytest.fixture(scope="module")
+def reranker(embedder):
+    import torch
+
+    from contextkit.retrievers import CrossEncoderReranker
+
+    torch.manual_seed(0)
+    rr = CrossEncoderReranker(embedder._path, device="cpu")
+    rr.rerank("warm", [])  # nothing to score: the model is not even loaded
+    assert rr._model is None
+    return rr
+
+
 class TestCrossEncoderReranker:
     """A real sentence-transformers CrossEncoder built from the offline MiniLM weights.
 
     No trained cross-encoder ships offline, so its head is freshly initialised (seeded):
     the scores mean nothing, but the plumbing (pairs, batching, order, k) is real.
     """
-
-    @pytest.fixture(scope="class")
-    def reranker(self, embedder):
-        import torch
-
-        from contextkit.retrievers import CrossEncoderReranker
-
-        torch.manual_seed(0)
-        rr = CrossEncoderReranker(embedder._path, device="cpu")
-        rr.rerank("warm", [])  # nothing to score: the model is not even loaded
-        assert rr._model is None
-        return rr
 
     def test_reorders_by_the_models_own_scores(self, reranker, corpus_index, embedder):
         hits = DenseRetriever(corpus_index[0], embedder).retrieve("vector search", 3)
