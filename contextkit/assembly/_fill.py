@@ -216,8 +216,16 @@ class SectionFill:
         marker = _Entry(id=f"{self.section.name}-summary", raw="", escape=self.renderer.body,
                         attrs={"turns": str(len(older))}, body_tokens=0, role="summary")
         budget = reserve + left - self.entry_estimate(marker) - 2
-        result = self.summarizer.compress(messages, self.query, keep_last=0, max_tokens=max(budget, 0)) \
-            if budget > 16 else None
+        result = None
+        for _ in range(3):  # escaping can add tokens: ask again for a shorter summary if it must
+            if budget <= 16:
+                break
+            result = self.summarizer.compress(messages, self.query, keep_last=0, max_tokens=budget)
+            over = self.count(self.renderer.body(result.summary or "")) - budget
+            if over <= 0:
+                break
+            budget -= over + 4
+            result = None
         if result is not None:
             self.compression.append(result.report)
         for e in older:

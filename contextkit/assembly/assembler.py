@@ -327,7 +327,10 @@ def _shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
         return False
     # Weakest first (oldest turn first for history): drop whole entries while the excess is
     # at least their size, then cut the next at a sentence end. One rebuild, not one per item.
-    weakest_first = taken if f.section.messages is not None else taken[::-1]
+    if f.section.messages is not None:  # oldest verbatim turns first; the summary of older ones last
+        weakest_first = [e for e in taken if e.role != "summary"] + [e for e in taken if e.role == "summary"]
+    else:
+        weakest_first = taken[::-1]
     for e in weakest_first:
         if excess <= 0:
             break
