@@ -46,6 +46,9 @@ class AssemblerConfig(BaseModel):
     message_tag: str = "message"
     keep_text: bool = False
     redact: bool = Field(default=False, description="mask PII in evidence, history and question (PIIRedactor)")
+    evidence_min_share: float | None = Field(
+        default=None, ge=0.0, le=1.0, description="share of the budget kept for evidence (history and other "
+        "higher-priority sections cannot take it); chat engines set 0.5")
     compress_evidence: float | None = Field(
         default=None, gt=1.0, description="prune evidence to the sentences that bear on the question, to 1/N of "
         "its tokens (EvidenceCompressor), so more passages fit")
@@ -136,7 +139,7 @@ class ContextAssembler:
             items, pruned = self._compressor(retriever).compress(query, items, target_ratio=config.compress_evidence)
             compression.append(pruned)
         if items or retriever is not None or evidence is not None:
-            parts.append(Section("evidence", role="evidence", items=items))
+            parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share))
         if history:
             parts.append(Section("history", role="history", messages=list(history)))
         if query is not None:

@@ -35,6 +35,8 @@ class ContextKitChatEngine(BaseChatEngine):
         self.instructions = instructions
         self.reserve_tokens = reserve_tokens
         self._history: list[ChatMessage] = list(chat_history or [])
+        # Half the budget stays for evidence: a long chat must not starve every turn's retrieval.
+        assembler_options.setdefault("evidence_min_share", 0.5)
         self._assembler = ContextAssembler(llm_budget(self.llm, reserve_tokens),
                                            history_summarizer=history_summarizer, **assembler_options)
         self.last_report: Any = None

@@ -144,6 +144,10 @@ def _bookkeeping(chunk: Chunk, source: str | None) -> dict[str, Any]:
     return fields
 
 
+#: The keys SimpleDirectoryReader keeps out of the LLM's and the embedding's view.
+_READER_HIDDEN = ("file_name", "file_type", "file_size", "creation_date", "last_modified_date", "last_accessed_date")
+
+
 def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | None = None,
                     base: BaseNode | None = None, base_info: RelatedNodeInfo | None = None,
                     include_metadata: bool = True) -> TextNode:
@@ -161,6 +165,12 @@ def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | N
     llm_excluded = list(base.excluded_llm_metadata_keys) if base is not None else []
     embed_excluded += [k for k in EMBED_EXCLUDED if k not in embed_excluded]
     llm_excluded += [k for k in LLM_EXCLUDED if k not in llm_excluded]
+    if base is None:  # no document to inherit from: hide what SimpleDirectoryReader hides by default
+        hidden = [k for k in _READER_HIDDEN if k in meta]
+        if "file_path" in meta and "source" in meta:
+            hidden.append("source")  # the same path again
+        embed_excluded += [k for k in hidden if k not in embed_excluded]
+        llm_excluded += [k for k in hidden if k not in llm_excluded]
     style: dict[str, str] = {}
     if base is not None:
         style = {"metadata_template": base.metadata_template, "metadata_separator": base.metadata_separator}
