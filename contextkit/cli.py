@@ -372,8 +372,30 @@ from contextkit import _cli_assemble  # noqa: E402,F401  (registers `assemble` a
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    app()
+    from contextkit.config import ConfigError, cli_defaults, load_config
+
+    try:
+        config = load_config()
+    except ConfigError as exc:
+        err.print(f"[bold red]error:[/] {exc}", highlight=False)
+        raise SystemExit(2) from None
+    group = typer.main.get_command(app)
+    known = {name: {p.name for p in cmd.params} for name, cmd in group.commands.items()}
+    for name, table in config.items():
+        if isinstance(table, dict):
+            unknown = sorted(set(table) - known.get(name, set()) - {"index"}) if name in known else [name]
+            if unknown:
+                where = f"[{name}]" if name in known else "the file"
+                from rich.markup import escape
+
+                err.print(f"[bold red]error:[/] contextkit config: unknown setting(s) in {escape(where)}: "
+                          f"{escape(', '.join(unknown))}", highlight=False)
+                raise SystemExit(2)
+    app(default_map=cli_defaults(config, list(known)))
 
 
 if __name__ == "__main__":  # pragma: no cover
-    main()
+    # Run the imported module's app: commands registered by other modules live there.
+    from contextkit.cli import main as _main
+
+    _main()

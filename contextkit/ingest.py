@@ -46,6 +46,17 @@ class IngestConfig(BaseModel):
     embed_batch_size: int = Field(64, ge=1)
     redact: bool | None = Field(None, description="mask PII before chunking (None: as the index was built)")
 
+    @classmethod
+    def from_config(cls, path: str | Path | None = None, **overrides: Any) -> IngestConfig:
+        """The ``[ingest]`` table of ``contextkit.toml`` (see :mod:`contextkit.config`), then ``overrides``."""
+        from contextkit.config import load_config
+
+        table = dict(load_config(path).get("ingest", {}))
+        if "overlap" in table:
+            table["chunk_overlap"] = table.pop("overlap")
+        table.pop("index", None)
+        return cls(**{**table, **overrides})
+
     def chunker_config(self, recorded: dict[str, Any] | None) -> ChunkerConfig:
         """The chunk settings to use, refusing any that differ from the index's own."""
         wanted = {k: v for k, v in {

@@ -188,6 +188,26 @@ class ContextAssembler:
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
         return [EvidenceItem.from_scored_chunk(hit, tokenizer) for hit in retriever.retrieve(query, k, filters)]
 
+    @classmethod
+    def from_config(cls, path: str | Path | None = None, **kwargs: Any) -> ContextAssembler:
+        """From the ``[assemble]`` table of ``contextkit.toml`` (and its top-level ``index``)."""
+        from contextkit.config import load_config
+
+        config = load_config(path)
+        table = dict(config.get("assemble", {}))
+        renames = {"order": "evidence_order", "summary_tokens": "summary_max_tokens"}
+        table = {renames.get(k, k): v for k, v in table.items()}
+        budget = table.pop("budget", None) or table.pop("model", None)
+        table.pop("model", None)
+        index = table.pop("index", None) or config.get("index")
+        for cli_only in ("out_file", "report_file", "report_html", "quiet", "as_json", "filter_", "instructions",
+                         "history"):
+            table.pop(cli_only, None)
+        options = {**table, **kwargs}
+        if index is not None and "retriever" not in options:
+            options.setdefault("index", index)
+        return cls(options.pop("budget", budget), **options)
+
     # --------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
         data = self.config.model_dump()

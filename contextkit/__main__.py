@@ -1,0 +1,5 @@
+"""``python -m contextkit``: the command line."""
+
+from contextkit.cli import main
+
+main()

@@ -1,0 +1,78 @@
+"""Project defaults from ``contextkit.toml`` or ``[tool.contextkit]`` in ``pyproject.toml``.
+
+The CLI reads them as the defaults of its options (flags still win); the API reads
+them only when asked (``load_config()``, ``IngestConfig.from_config()``,
+``ContextAssembler.from_config()``): a library call never changes behaviour because
+of a file it did not name. Example ``contextkit.toml``::
+
+    index = "docs.ck-index"          # every command's --index
+
+    [ingest]
+    chunk_size = 512
+    overlap = 64
+    redact = true
+
+    [assemble]
+    model = "gpt-4o"
+    format = "xml"
+
+Section names are the CLI's command names; keys are the option names with ``-``
+written as ``_``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ConfigError", "find_config", "load_config"]
+
+CONFIG_FILE = "contextkit.toml"
+
+
+class ConfigError(ValueError):
+    """An unreadable or malformed config file; the message names it."""
+
+
+def find_config(start: str | Path | None = None) -> Path | None:
+    """The nearest ``contextkit.toml``, or ``pyproject.toml`` with ``[tool.contextkit]``, from
+    ``start`` (default: the working directory) up to the first folder holding ``.git``."""
+    folder = Path(start or Path.cwd()).resolve()
+    for here in [folder, *folder.parents]:
+        if (here / CONFIG_FILE).is_file():
+            return here / CONFIG_FILE
+        pyproject = here / "pyproject.toml"
+        if pyproject.is_file() and "[tool.contextkit" in pyproject.read_text(encoding="utf-8", errors="replace"):
+            return pyproject
+        if (here / ".git").exists():
+            break
+    return None
+
+
+def load_config(path: str | Path | None = None) -> dict[str, Any]:
+    """The settings as a dict (``{}`` when there is no file); relative ``index`` paths are
+    resolved against the file's folder."""
+    path = Path(path) if path is not None else find_config()
+    if path is None:
+        return {}
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc})") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from None
+    if path.name == "pyproject.toml":
+        data = data.get("tool", {}).get("contextkit", {})
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a table of settings")
+    for table in [data, *[v for v in data.values() if isinstance(v, dict)]]:
+        if isinstance(table.get("index"), str):
+            table["index"] = str((path.parent / table["index"]).resolve())
+    return data
+
+
+def cli_defaults(config: dict[str, Any], commands: list[str]) -> dict[str, dict[str, Any]]:
+    """Click's ``default_map``: per command, its table plus the top-level keys."""
+    top = {k: v for k, v in config.items() if not isinstance(v, dict)}
+    return {name: {**top, **config.get(name, {})} for name in commands}
