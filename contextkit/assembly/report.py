@@ -31,6 +31,8 @@ class ItemReport(BaseModel):
 
 
 class SectionReport(BaseModel):
+    """One section of the prompt: its exact tokens, where it sits, and what became of its items."""
+
     name: str
     role: str
     tag: str

@@ -11,6 +11,8 @@ __all__ = ["CrossEncoderReranker", "Reranker"]
 
 
 class Reranker(ABC):
+    """Reorders a retriever's candidates with a stronger, slower model (one obvious method)."""
+
     @abstractmethod
     def rerank(self, query: str, hits: list[ScoredChunk]) -> list[ScoredChunk]:
         """The same hits, reordered, with the reranker's scores."""
