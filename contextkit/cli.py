@@ -367,7 +367,8 @@ class _EvalProgress:
             self.progress.update(self.task, completed=event.done)
 
 
-from contextkit import _cli_assemble  # noqa: E402,F401  (registers `assemble` and `models`)
+from contextkit import _cli_assemble  # noqa: E402,F401  (registers `assemble`, `models`, `summarize`, `redact`)
+from contextkit import _cli_index  # noqa: E402,F401  (registers `verify` and `repair`)
 
 
 def main() -> None:

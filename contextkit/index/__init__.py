@@ -3,10 +3,14 @@
 from contextkit.index._index import (
     FORMAT_VERSION,
     Index,
+    IndexCorruptError,
     IndexFolderError,
     IndexLockedError,
     IndexManifest,
     IndexMismatchError,
+    IndexWriteError,
 )
+from contextkit.index._verify import RepairReport, VerifyReport, repair_index, verify_index
 
-__all__ = ["FORMAT_VERSION", "Index", "IndexFolderError", "IndexLockedError", "IndexManifest", "IndexMismatchError"]
+__all__ = ["FORMAT_VERSION", "Index", "IndexCorruptError", "IndexFolderError", "IndexLockedError", "IndexManifest",
+           "IndexMismatchError", "IndexWriteError", "RepairReport", "VerifyReport", "repair_index", "verify_index"]

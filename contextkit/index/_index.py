@@ -2,24 +2,40 @@
 
 Layout (every file readable without contextkit)::
 
-    manifest.json   format version, model, dimension, tokenizer, chunk settings, generations
+    manifest.json   format version, model, dimension, tokenizer, chunk settings, generation,
+                    size and SHA-256 of every derived file
     store.sqlite    files, documents, chunks and vectors (the source of truth)
     vectors.faiss   FAISS index over the chunk vectors, ids = chunk rowids
+    bm25/           BM25 over the chunk texts (see :mod:`contextkit.index._bm25`)
     .lock           held by the one writer
 
-A write is one SQLite transaction; :meth:`Index.save` then writes the FAISS file
-and the manifest through temporary files and atomic renames. If a crash falls
-between the two, the FAISS file's generation lags the store's and the next
-:meth:`Index.open` rebuilds it from the stored vectors, so no state ever mixes
-two versions.
+A write is one SQLite transaction; :meth:`Index.save` then writes the FAISS file,
+the BM25 folder and the manifest through temporary files and atomic renames. If a
+crash falls between them, the manifest's generation lags the store's and the next
+:meth:`Index.open` rebuilds the derived files from the store, so no state ever
+mixes two versions. A save that must rewrite derived files while the manifest on
+disk already vouches for the store's generation first moves the store to a new
+generation, so that window too is seen as "lagging", never as damage.
+
+Damage (a truncated or bit-flipped file) is told apart from lag by the checksums
+in the manifest: :meth:`Index.open` refuses a damaged file, naming it, and
+``contextkit repair`` rebuilds derived files from the store (see
+:mod:`contextkit.index._verify` for what is checked when, and what it costs).
+Write failures (full disk, permissions) raise :class:`IndexWriteError`; the
+index keeps its last committed state.
 """
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
+import json
 import logging
 import os
+import shutil
+import sqlite3
+import sys
 import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -31,9 +47,19 @@ from pydantic import BaseModel, Field
 
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._store import RecordStore
+from contextkit.index._verify import (
+    LEFTOVERS,
+    FileSum,
+    check_file,
+    describe_invalid,
+    faiss_header_count,
+    file_sum,
+    sqlite_header_problem,
+)
 from contextkit.records import Chunk, Document, ScoredChunk
 
-__all__ = ["Index", "IndexFolderError", "IndexLockedError", "IndexManifest", "IndexMismatchError"]
+__all__ = ["Index", "IndexCorruptError", "IndexFolderError", "IndexLockedError", "IndexManifest",
+           "IndexMismatchError", "IndexWriteError"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +91,26 @@ class IndexLockedError(IndexFolderError):
     """Another process is writing to this index."""
 
 
+class IndexWriteError(IndexFolderError):
+    """Writing the index failed (full disk, permissions, I/O); its last committed state is intact."""
+
+
+class IndexCorruptError(IndexFolderError):
+    """A file of the index is damaged or inconsistent; ``file`` names it, relative to the folder."""
+
+    def __init__(self, message: str, file: str | None = None) -> None:
+        super().__init__(message)
+        self.file = file
+
+
+class StoreWriteError(IndexWriteError, sqlite3.OperationalError):
+    """SQLite could not write the records store (still a ``sqlite3.OperationalError``)."""
+
+
+class StoreCorruptError(IndexCorruptError, sqlite3.DatabaseError):
+    """SQLite found the records store damaged (still a ``sqlite3.DatabaseError``)."""
+
+
 class IndexManifest(BaseModel):
     """``manifest.json``: what built the index, so a reader can check it fits."""
 
@@ -85,10 +131,26 @@ class IndexManifest(BaseModel):
     counts: dict[str, int] = Field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
+    checksums: dict[str, FileSum] = Field(
+        default_factory=dict, description="size and SHA-256 of vectors.faiss and each bm25/ file, as last saved")
+
+
+#: Manifest fields that never change after creation; the store keeps a copy (meta ``manifest_settings``)
+#: from which ``contextkit repair`` restores a lost or damaged manifest.
+SETTINGS_FIELDS = ("format_version", "model", "dim", "embedder", "tokenizer", "chunker", "redact", "index_type",
+                   "hnsw_m", "hnsw_ef_search", "hnsw_ef_construction", "metric", "bm25", "created_at")
 
 
 def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -98,11 +160,34 @@ def _atomic_write(path: Path, data: bytes) -> None:
         fh.flush()
         os.fsync(fh.fileno())
     os.replace(tmp, path)
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    _fsync_dir(path.parent)
+
+
+_ERRNO_REASONS = {
+    errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded", errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted (permissions or an immutable file)", errno.EROFS: "read-only file system",
+}
+
+
+def _write_reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.errno in _ERRNO_REASONS:
+        return f"{_ERRNO_REASONS[exc.errno]} ({exc.strerror})"
+    if isinstance(exc, OSError):
+        return exc.strerror or str(exc)
+    return str(exc).strip().splitlines()[-1] if str(exc).strip() else exc.__class__.__name__
+
+
+def _check_store_file(folder: Path) -> None:
+    """Refuse a missing, empty, non-SQLite or truncated ``store.sqlite`` before SQLite touches it."""
+    path = folder / "store.sqlite"
+    lost = ("it is the index's source of truth (chunks, texts, vectors) and cannot be rebuilt: restore it from a "
+            "backup or re-ingest into a new index")
+    if not path.is_file():
+        raise IndexCorruptError(f"{path}: missing; {lost}", file="store.sqlite")
+    problem = sqlite_header_problem(path)
+    if problem:
+        raise IndexCorruptError(f"{path}: damaged: {problem}; {lost} (`contextkit verify --index {folder}` "
+                                "checks everything)", file="store.sqlite")
 
 
 class Index:
@@ -115,12 +200,19 @@ class Index:
         self._lock_fd: int | None = None
         if not read_only:
             self._lock()
-        self.store = RecordStore(path / "store.sqlite", manifest.dim)
+        try:
+            self.store = RecordStore(path / "store.sqlite", manifest.dim)
+        except BaseException:
+            self._unlock()
+            raise
         self._faiss: Any = None
         self._dirty = False  # FAISS in memory differs from the file on disk
         self._rebuild_needed = False
         self._bm25: BM25Index | None = None
-        self._bm25_dirty = False
+        self._bm25_dirty = False  # chunks changed since the BM25 in memory was built
+        self._bm25_unsaved = False  # the BM25 in memory was rebuilt and is not on disk yet
+        self._saved_generation: int | None = None  # the generation manifest.json on disk vouches for
+        self._write_failed = False  # a write failed: close() does not try to save again
 
     # ----------------------------------------------------------- lifecycle
     @classmethod
@@ -130,13 +222,23 @@ class Index:
         folder = Path(path)
         if (folder / "manifest.json").exists():
             raise IndexFolderError(f"{folder}: an index already exists here; open it instead")
+        orphans = _stored_chunks(folder / "store.sqlite")
+        if orphans:
+            raise IndexCorruptError(
+                f"{folder}: store.sqlite holds {orphans} chunks but manifest.json is missing (lost or deleted); "
+                f"`contextkit repair --index {folder}` restores it, or use another folder", file="manifest.json")
         folder.mkdir(parents=True, exist_ok=True)
         manifest = IndexManifest(model=model, dim=dim, embedder=embedder or {}, tokenizer=tokenizer,
                                  chunker=chunker or {}, index_type=index_type, redact=redact, created_at=_now())
         index = cls(folder, manifest, read_only=False)
-        index._faiss = index._new_faiss()
-        index._dirty = True
-        index.save()
+        try:
+            index._remove_leftovers()
+            index._faiss = index._new_faiss()
+            index._dirty = True
+            index.save()
+        except BaseException:
+            index._release()
+            raise
         return index
 
     @classmethod
@@ -145,11 +247,16 @@ class Index:
         folder = Path(path)
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
+            if _stored_chunks(folder / "store.sqlite"):
+                raise IndexCorruptError(f"{folder}: manifest.json is missing but store.sqlite holds chunks; "
+                                        f"`contextkit repair --index {folder}` restores it", file="manifest.json")
             raise IndexFolderError(f"{folder}: no index here (manifest.json is missing); create one with `contextkit ingest`")
         try:
             manifest = IndexManifest.model_validate_json(manifest_path.read_bytes())
         except ValueError as exc:
-            raise IndexFolderError(f"{manifest_path}: unreadable manifest ({exc.__class__.__name__}: {exc})") from exc
+            raise IndexCorruptError(
+                f"{manifest_path}: unreadable manifest ({describe_invalid(exc)}); "
+                f"`contextkit repair --index {folder}` restores it from the store", file="manifest.json") from exc
         if manifest.format_version != FORMAT_VERSION:
             raise IndexMismatchError(
                 f"{folder}: index format {manifest.format_version}, this contextkit reads {FORMAT_VERSION}"
@@ -160,8 +267,23 @@ class Index:
             )
         if expect_dim is not None and manifest.dim != expect_dim:
             raise IndexMismatchError(f"{folder}: vectors have dimension {manifest.dim}, the model gives {expect_dim}")
+        _check_store_file(folder)
         index = cls(folder, manifest, read_only=read_only)
-        index._load_faiss()
+        try:
+            index._saved_generation = manifest.generation
+            if not read_only:
+                index._remove_leftovers()
+            index._load_faiss()
+        except BaseException:
+            index._release()
+            raise
+        return index
+
+    @classmethod
+    def _open_for_repair(cls, path: Path, manifest: IndexManifest) -> Index:
+        """The index with its writer lock and store, derived files not read (``contextkit repair``)."""
+        index = cls(Path(path), manifest, read_only=False)
+        index._saved_generation = manifest.generation
         return index
 
     @classmethod
@@ -169,12 +291,33 @@ class Index:
         return (Path(path) / "manifest.json").is_file()
 
     def close(self) -> None:
-        if not self.read_only and self._dirty:
-            self.save()
+        """Save what is not saved yet (unless a write just failed), then release the store and the lock."""
+        try:
+            if not self.read_only and (self._dirty or self._bm25_unsaved) and not self._write_failed:
+                self.save()
+        finally:
+            self._release()
+
+    def _release(self) -> None:
         self.store.close()
+        self._unlock()
+
+    def _unlock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+
+    def _remove_leftovers(self) -> None:
+        """Temporary files of an interrupted save (we hold the lock: no save is running)."""
+        for name in LEFTOVERS:
+            target = self.path / name
+            try:
+                if target.is_dir():
+                    shutil.rmtree(target)
+                else:
+                    target.unlink(missing_ok=True)
+            except OSError as exc:
+                log.warning("%s: could not remove %s (%s)", self.path, name, exc)
 
     def __enter__(self) -> Index:
         return self
@@ -223,22 +366,70 @@ class Index:
 
         file = self.path / "vectors.faiss"
         store_gen = self.store.generation()
-        if file.is_file() and self.manifest.generation == store_gen:
-            self._faiss = faiss.read_index(str(file))
+        if store_gen < self.manifest.generation:
+            raise IndexCorruptError(
+                f"{self.path / 'store.sqlite'}: older than manifest.json (generation {store_gen} < "
+                f"{self.manifest.generation}): the records store was replaced or restored from an older copy; "
+                f"`contextkit repair --index {self.path}` rebuilds the other files from it", file="store.sqlite")
+        recorded = "vectors.faiss" in self.manifest.checksums
+        if self.manifest.generation == store_gen and (recorded or file.is_file()):
+            self._check_derived_files()
+            try:
+                self._faiss = faiss.read_index(str(file))
+            except RuntimeError as exc:
+                raise IndexCorruptError(f"{file}: unreadable by FAISS ({_write_reason(exc)}); "
+                                        f"`contextkit repair --index {self.path}` rebuilds it from the store",
+                                        file="vectors.faiss") from exc
         else:
             log.warning("%s: FAISS file is behind the records store (generation %s vs %s); rebuilding",
                         self.path, self.manifest.generation, store_gen)
             self._rebuild()
             if not self.read_only:
                 self.save()
-        counts = self.store.counts()
-        if self._faiss.ntotal != counts["chunks"]:
-            raise IndexFolderError(
-                f"{self.path}: FAISS holds {self._faiss.ntotal} vectors but the store has {counts['chunks']} chunks; "
-                "delete vectors.faiss to rebuild it from the store"
+        chunks = self._stored_chunk_count()
+        if self._faiss.ntotal != chunks:
+            raise IndexCorruptError(
+                f"{self.path}: FAISS holds {self._faiss.ntotal} vectors but the store has {chunks} chunks; "
+                f"`contextkit repair --index {self.path}` rebuilds vectors.faiss from the store", file="vectors.faiss"
             )
         if self._faiss.d != self.manifest.dim:
             raise IndexMismatchError(f"{self.path}: FAISS dimension {self._faiss.d} != manifest {self.manifest.dim}")
+
+    def _stored_chunk_count(self) -> int:
+        """Chunks in the store; the manifest's count when it describes this very generation (no table scan)."""
+        if self._saved_generation == self.store.generation() and "chunks" in self.manifest.counts:
+            return int(self.manifest.counts["chunks"])
+        return int(self.store.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def _check_derived_files(self) -> None:
+        """Sizes and hashes of the derived files against the manifest (see :mod:`._verify` for the cost)."""
+        sums = self.manifest.checksums
+        rec = sums.get("vectors.faiss")
+        if rec is not None:
+            problem = check_file(self.path / "vectors.faiss", rec, full=False)
+            if problem:
+                found = faiss_header_count(self.path / "vectors.faiss")
+                chunks = self._stored_chunk_count()
+                extra = f"; FAISS holds {found} vectors but the store has {chunks} chunks" if (
+                    found is not None and found != chunks) else ""
+                raise IndexCorruptError(
+                    f"{self.path / 'vectors.faiss'}: damaged: {problem}{extra}; it is derived from the records store: "
+                    f"`contextkit repair --index {self.path}` rebuilds it", file="vectors.faiss")
+        bm25_sums = {k: v for k, v in sums.items() if k.startswith("bm25/")}
+        if not bm25_sums:
+            return
+        try:  # a BM25 folder stamped with an older generation is lagging, not damaged: rebuilt when used
+            meta_gen = json.loads((self.path / "bm25" / "meta.json").read_text())["generation"]
+        except (OSError, ValueError, KeyError, TypeError):
+            meta_gen = self.manifest.generation
+        if meta_gen != self.manifest.generation:
+            return
+        for name, rec in sorted(bm25_sums.items()):
+            problem = check_file(self.path / name, rec, full=False)
+            if problem:
+                raise IndexCorruptError(
+                    f"{self.path / name}: damaged: {problem}; it is derived from the records store: "
+                    f"`contextkit repair --index {self.path}` rebuilds bm25/", file=name)
 
     def _rebuild(self) -> None:
         """Rebuild the FAISS index from the vectors in the store."""
@@ -276,9 +467,16 @@ class Index:
     def commit(self) -> None:
         self.store.bump_generation()
         self.store.commit()
+        self._write_failed = False  # the disk takes writes again
 
     def rollback(self) -> None:
-        self.store.rollback()
+        failure = sys.exc_info()[1]
+        if isinstance(failure, IndexWriteError):
+            self._write_failed = True  # the disk refuses writes: close() will not try to save again
+        try:
+            self.store.rollback()
+        except sqlite3.Error as exc:  # SQLite already rolled back (full disk, I/O error)
+            log.warning("%s: rollback: %s", self.path, exc)
         self._rebuild()  # in-memory FAISS may hold the rolled-back changes
 
     def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, vector_keys: Sequence[str],
@@ -354,31 +552,128 @@ class Index:
         self.remove_vectors(removed)
         return len(removed)
 
-    def save(self) -> None:
-        """Write the FAISS file and the manifest atomically (the store is already durable)."""
-        import faiss
+    def save(self, force: bool = False) -> None:
+        """Write the FAISS file, the BM25 folder and the manifest atomically (the store is already durable).
 
+        Does nothing when nothing changed since the last save (``force`` rewrites anyway).
+        Raises :class:`IndexWriteError` when the disk refuses (full, permissions): the
+        files on disk then still describe the last committed state, or lag it and are
+        rebuilt on the next open.
+        """
         self._check_writable()
+        gen = self.store.generation()
+        changed = self._dirty or self._bm25_dirty or self._bm25_unsaved or self._rebuild_needed
+        if not (force or changed) and self._saved_generation == gen and self.manifest.checksums:
+            return
         if self.manifest.index_type == "auto" and (self._kind() == "flat") != self._faiss_is_flat():
             self._rebuild_needed = True  # crossed the size where auto changes structure
         if self._rebuild_needed:
             self._rebuild()
-        gen = self.store.generation()
-        tmp = self.path / "vectors.faiss.tmp"
-        faiss.write_index(self._faiss, str(tmp))
-        with open(tmp, "rb") as fh:
+        if self._saved_generation == gen and not self.store.db.in_transaction:
+            gen = self._bump_generation(gen)
+        step = "vectors.faiss"
+        try:
+            sums = {"vectors.faiss": self._write_faiss()}
+            step = "bm25/"
+            sums.update(self._write_bm25(gen))
+            step = "store.sqlite"
+            self._save_settings_copy()
+            step = "manifest.json"
+            self.manifest.generation = gen
+            self.manifest.counts = self.store.counts()
+            self.manifest.checksums = sums
+            self.manifest.updated_at = _now()
+            _atomic_write(self.path / "manifest.json", self.manifest.model_dump_json(indent=2).encode())
+        except IndexWriteError:
+            self._write_failed = True
+            self._discard_temporaries()
+            raise
+        except (OSError, RuntimeError) as exc:  # RuntimeError: FAISS and bm25s report I/O errors so
+            self._write_failed = True
+            self._discard_temporaries()
+            raise IndexWriteError(
+                f"{self.path}: could not write {step}: {_write_reason(exc)}; the index keeps its last committed "
+                "state (free space or fix permissions, then run the command again)") from exc
+        self._saved_generation = gen
+        self._dirty = self._bm25_unsaved = self._write_failed = False
+
+    def _bump_generation(self, gen: int) -> int:
+        """Move the store to a new generation before rewriting files the manifest on disk vouches for.
+
+        So a crash while they are rewritten leaves a manifest that lags the store (rebuilt
+        on open) rather than checksums that no longer match (reported as damage).
+        """
+        old_bm25 = self._bm25 is not None and not self._bm25_dirty and self._bm25.generation == gen
+        self.store.begin()
+        try:
+            new = self.store.bump_generation()
+            self.store.commit()
+        except BaseException:
+            self.store.rollback()
+            raise
+        if old_bm25:
+            self._bm25.generation = new  # type: ignore[union-attr]  # same chunks, new stamp
+        return new
+
+    def _write_faiss(self) -> FileSum:
+        """``vectors.faiss`` through a temporary file, hashed while written (no second read)."""
+        import faiss
+
+        final = self.path / "vectors.faiss"
+        tmp = final.with_name(final.name + ".tmp")
+        digest = hashlib.sha256()
+        with open(tmp, "wb") as fh:
+            def write(data: bytes) -> int:
+                fh.write(data)
+                digest.update(data)
+                return len(data)
+
+            writer = faiss.PyCallbackIOWriter(write)
+            faiss.write_index(self._faiss, writer)  # an OSError in ``write`` comes back as itself
+            del writer
+            fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, self.path / "vectors.faiss")
-        bm25 = self._bm25 if self._bm25 is not None else BM25Index.load(self.path / "bm25")
-        if self._bm25_dirty or bm25 is None or bm25.generation != gen:
+        os.replace(tmp, final)
+        _fsync_dir(self.path)
+        return file_sum(final, sha256=digest.hexdigest())
+
+    def _write_bm25(self, gen: int) -> dict[str, FileSum]:
+        folder = self.path / "bm25"
+        if self._bm25 is None or self._bm25_dirty or self._bm25.generation != gen:
             self._bm25 = self._build_bm25(gen)
-            self._bm25.save(self.path / "bm25")
             self._bm25_dirty = False
-        self.manifest.generation = gen
-        self.manifest.counts = self.store.counts()
-        self.manifest.updated_at = _now()
-        _atomic_write(self.path / "manifest.json", self.manifest.model_dump_json(indent=2).encode())
-        self._dirty = False
+        self._bm25.save(folder)
+        sums = {}
+        for file in sorted(folder.iterdir()):
+            with open(file, "rb") as fh:
+                os.fsync(fh.fileno())  # bm25s does not: make the files durable before the manifest names them
+            sums[f"bm25/{file.name}"] = file_sum(file)
+        _fsync_dir(folder)
+        _fsync_dir(self.path)
+        return sums
+
+    def _save_settings_copy(self) -> None:
+        """Keep the store's copy of the manifest settings current (written at creation; rarely changes)."""
+        if self.store.db.in_transaction:
+            return
+        settings = json.dumps(self.manifest.model_dump(include=set(SETTINGS_FIELDS)), sort_keys=True)
+        if self.store.get_meta("manifest_settings") == settings:
+            return
+        self.store.begin()
+        try:
+            self.store.set_meta("manifest_settings", settings)
+            self.store.commit()
+        except BaseException:
+            self.store.rollback()
+            raise
+
+    def _discard_temporaries(self) -> None:
+        for name in ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp"):
+            target = self.path / name
+            try:
+                shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def _check_writable(self) -> None:
         if self.read_only:
@@ -398,12 +693,13 @@ class Index:
         """The BM25 side, loaded on first use and rebuilt if it lags the store."""
         gen = self.store.generation()
         if self._bm25 is None or self._bm25.generation != gen or self._bm25_dirty:
-            loaded = None if self._bm25_dirty else BM25Index.load(self.path / "bm25")
+            # the folder on disk is trusted only when the manifest vouches for this generation
+            trusted = not self._bm25_dirty and self._saved_generation == gen
+            loaded = BM25Index.load(self.path / "bm25") if trusted else None
             if loaded is None or loaded.generation != gen:
                 log.warning("%s: BM25 folder is missing or behind the store; rebuilding", self.path)
                 loaded = self._build_bm25(gen)
-                if not self.read_only and not self.store.db.in_transaction:
-                    loaded.save(self.path / "bm25")
+                self._bm25_unsaved = not self.read_only  # saved by the next save() or close()
             self._bm25, self._bm25_dirty = loaded, False
         return self._bm25
 
@@ -428,8 +724,22 @@ class Index:
     def info(self) -> dict[str, Any]:
         counts = self.store.counts()
         size = sum(f.stat().st_size for f in self.path.iterdir() if f.is_file())
-        return {"path": str(self.path), **self.manifest.model_dump(exclude={"counts"}), "counts": counts,
+        return {"path": str(self.path), **self.manifest.model_dump(exclude={"counts", "checksums"}), "counts": counts,
                 "vectors_in_faiss": len(self), "bytes_on_disk": size, "checked_at": time.time()}
+
+
+def _stored_chunks(store: Path) -> int:
+    """Chunks in a store file that has no manifest (0 when there is no such file or it is unreadable)."""
+    if not store.is_file() or store.stat().st_size == 0:
+        return 0
+    try:
+        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5.0)
+        try:
+            return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return 0
 
 
 def search_faiss(index: Any, queries: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:

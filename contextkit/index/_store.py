@@ -6,6 +6,12 @@ the FAISS file is a derived cache of the vectors here and is rebuilt from them
 when its generation does not match (see :mod:`contextkit.index._index`).
 Vectors are stored once per distinct embedded text, keyed by the embedder's
 cache key: that table is also the embedding cache.
+
+SQLite errors that mean the disk or the file failed (full disk, permissions,
+I/O errors, a damaged file) are raised as :class:`~contextkit.index.IndexWriteError`
+or :class:`~contextkit.index.IndexCorruptError` with a message naming the file;
+they remain ``sqlite3`` errors too, so existing ``except sqlite3.Error`` clauses
+still catch them. Other SQLite errors (a SQL mistake, a constraint) are untouched.
 """
 
 from __future__ import annotations
@@ -41,6 +47,119 @@ CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
 CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL);
 """
 
+#: SQLite result codes (``sqlite_errorname`` prefixes) that mean writing failed, and that the file is damaged.
+_WRITE_FAILURES = {
+    "SQLITE_FULL": "the disk is full",
+    "SQLITE_READONLY": "the file or its folder is read-only",
+    "SQLITE_PERM": "permission denied",
+    "SQLITE_CANTOPEN": "the file cannot be opened (missing folder or permission denied)",
+    "SQLITE_IOERR": "an I/O error (disk full, permissions or a failing disk)",
+}
+_CORRUPTION = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+
+
+def _error_name(exc: sqlite3.Error) -> str:
+    name = getattr(exc, "sqlite_errorname", None)
+    if name:
+        return str(name)
+    text = str(exc).lower()  # no error name: guess it from the message
+    for needle, guess in (("disk is full", "SQLITE_FULL"), ("readonly", "SQLITE_READONLY"),
+                          ("unable to open", "SQLITE_CANTOPEN"), ("disk i/o", "SQLITE_IOERR"),
+                          ("malformed", "SQLITE_CORRUPT"), ("not a database", "SQLITE_NOTADB")):
+        if needle in text:
+            return guess
+    return ""
+
+
+def translate_error(exc: sqlite3.Error, path: Path) -> Exception | None:
+    """The index error that ``exc`` (raised by SQLite on ``path``) stands for, or None to keep it as is."""
+    from contextkit.index._index import StoreCorruptError, StoreWriteError
+
+    name = _error_name(exc)
+    if name.startswith(_CORRUPTION):
+        err: Exception = StoreCorruptError(
+            f"{path}: the records store is damaged ({exc}); `contextkit verify --index {path.parent}` "
+            "says what can be repaired", file=path.name)
+    else:
+        reason = next((why for code, why in _WRITE_FAILURES.items() if name.startswith(code)), None)
+        if reason is None:
+            return None
+        err = StoreWriteError(
+            f"{path}: could not write the records store: {reason} (SQLite: {exc}); the transaction was not "
+            "kept, so the index keeps its last committed state")
+    err.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)  # type: ignore[attr-defined]
+    err.sqlite_errorname = name  # type: ignore[attr-defined]
+    return err
+
+
+class _Cursor(sqlite3.Cursor):
+    """A cursor whose disk and corruption errors name the store file (see :func:`translate_error`)."""
+
+    def _fail(self, exc: sqlite3.Error) -> Exception:
+        translated = translate_error(exc, self.connection.store_path)  # type: ignore[attr-defined]
+        return translated if translated is not None else exc
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:  # type: ignore[override]
+        try:
+            return super().execute(sql, parameters)  # type: ignore[return-value]
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+
+    def executemany(self, sql: str, seq: Any, /) -> _Cursor:  # type: ignore[override]
+        try:
+            return super().executemany(sql, seq)  # type: ignore[return-value]
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+
+    def executescript(self, script: str, /) -> _Cursor:  # type: ignore[override]
+        try:
+            return super().executescript(script)  # type: ignore[return-value]
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+
+    def fetchone(self) -> Any:
+        try:
+            return super().fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+
+    def fetchmany(self, size: int | None = None) -> list[Any]:
+        try:
+            return super().fetchmany(self.arraysize if size is None else size)
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+
+    def fetchall(self) -> list[Any]:
+        try:
+            return super().fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+
+    def __next__(self) -> Any:
+        try:
+            return super().__next__()
+        except sqlite3.DatabaseError as exc:
+            raise self._fail(exc) from exc
+
+
+class _Connection(sqlite3.Connection):
+    """``execute`` and friends go through :class:`_Cursor`, so their errors name the store."""
+
+    store_path: Path
+
+    def cursor(self, factory: Any = _Cursor) -> Any:  # type: ignore[override]
+        return super().cursor(factory)
+
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:  # type: ignore[override]
+        return self.cursor().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq: Any, /) -> _Cursor:  # type: ignore[override]
+        return self.cursor().executemany(sql, seq)
+
+    def executescript(self, script: str, /) -> _Cursor:  # type: ignore[override]
+        return self.cursor().executescript(script)
+
+
 _CHUNK_COLS = "rowid, id, doc_id, ordinal, start, end, tokens, total_tokens, header, text, metadata"
 
 
@@ -74,9 +193,18 @@ class RecordStore:
     def db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0, check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=FULL")
+            try:
+                conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0, check_same_thread=False,
+                                       factory=_Connection)
+            except sqlite3.DatabaseError as exc:
+                raise (translate_error(exc, self.path) or exc) from exc
+            conn.store_path = self.path
+            try:
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute("PRAGMA synchronous=FULL")
+            except BaseException:
+                conn.close()
+                raise
             self._local.conn = conn
             with self._lock:
                 self._all.append(conn)
