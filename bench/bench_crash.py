@@ -67,7 +67,7 @@ def _serve() -> None:
     t0 = time.perf_counter()
     import contextkit._cli_index  # noqa: F401  (registers verify / repair)
     import contextkit.cli  # noqa: F401
-    import contextkit.ingest  # noqa: F401
+    import contextkit.ingestion  # noqa: F401
     from contextkit.embedders import Embedder
 
     import faiss  # noqa: F401
@@ -136,7 +136,7 @@ def _child(job: dict, embedder: Any) -> int:
         sys.argv = ["contextkit", *job["argv"]]
         main()
         return 0
-    from contextkit.ingest import IngestConfig, ingest
+    from contextkit.ingestion import IngestConfig, ingest
 
     config = IngestConfig(**job.get("config", {}))
     ingest(job["paths"], job["index"], config, embedder=embedder)

@@ -115,7 +115,7 @@ def main() -> None:
 
     from contextkit.chunking import TokenChunker
     from contextkit.embedders import Embedder, EmbeddingReport, default_model_path
-    from contextkit.ingest import IngestConfig, ingest
+    from contextkit.ingestion import IngestConfig, ingest
     from contextkit.loaders import discover_files, load_file
 
     hf_logging.disable_progress_bar()

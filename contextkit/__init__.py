@@ -20,7 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from contextkit.chunking import ChunkerConfig, HeaderTooLargeError, TokenChunker
     from contextkit.embedders import Embedder, EmbeddingReport
     from contextkit.index import Index, IndexFolderError, IndexLockedError, IndexManifest, IndexMismatchError
-    from contextkit.ingest import IngestConfig, IngestReport, ingest
+    from contextkit.ingestion import IngestConfig, IngestReport, ingest
     from contextkit.loaders import LoadError, discover_files, load_file
     from contextkit.records import Chunk, Document, Message, ScoredChunk
     from contextkit.search import SearchError, search_index
@@ -77,7 +77,7 @@ _WHERE = {
     "Embedder": "embedders", "EmbeddingReport": "embedders",
     "Index": "index", "IndexFolderError": "index", "IndexLockedError": "index", "IndexManifest": "index",
     "IndexMismatchError": "index",
-    "IngestConfig": "ingest", "IngestReport": "ingest", "ingest": "ingest",
+    "IngestConfig": "ingestion", "IngestReport": "ingestion", "ingest": "ingestion",
     "LoadError": "loaders", "discover_files": "loaders", "load_file": "loaders",
     "SearchError": "search", "search_index": "search",
     "Tokenizer": "tokenizers", "TokenizerNotFoundError": "tokenizers", "get_tokenizer": "tokenizers",

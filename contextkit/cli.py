@@ -63,8 +63,8 @@ def ingest(
     Example: contextkit ingest docs/ notes.md --index my.ck-index --glob '**/*.md'
     """
     from contextkit.index import IndexFolderError
-    from contextkit.ingest import IngestConfig
-    from contextkit.ingest import ingest as run_ingest
+    from contextkit.ingestion import IngestConfig
+    from contextkit.ingestion import ingest as run_ingest
 
     if index_type not in ("flat", "hnsw", "ivf", "auto"):
         raise _fail(f"--index-type must be flat, hnsw, ivf or auto, not {index_type!r}", 2)

@@ -36,13 +36,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from contextkit.ingest import IngestEvent, IngestReport
+from contextkit.ingestion import IngestEvent, IngestReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.embedders import Embedder
     from contextkit.index import Index
     from contextkit.index._bm25 import BM25Index
-    from contextkit.ingest import IngestConfig
+    from contextkit.ingestion import IngestConfig
     from contextkit.records import ScoredChunk
 
 __all__ = [
@@ -311,7 +311,7 @@ def evaluate(
     """
     from contextkit.embedders import Embedder
     from contextkit.index import Index
-    from contextkit.ingest import IngestConfig, ingest
+    from contextkit.ingestion import IngestConfig, ingest
 
     started = time.perf_counter()
     notify = progress or (lambda event: None)

@@ -319,7 +319,7 @@ class TestBudgetProperty:
 class TestContextAssembler:
     def test_with_a_real_index(self, tmp_path, small_corpus, embedder, cl100k):
         from contextkit.index import Index
-        from contextkit.ingest import ingest
+        from contextkit.ingestion import ingest
         from contextkit.retrievers import HybridRetriever
 
         ingest([small_corpus], tmp_path / "ix", embedder=embedder)

@@ -55,7 +55,7 @@ class TestCli:
 
 class TestAssembleCli:
     def test_prompt_report_and_bad_input(self, tmp_path, small_corpus, embedder, cl100k):
-        from contextkit.ingest import ingest
+        from contextkit.ingestion import ingest
 
         ix = tmp_path / "ix"
         ingest([small_corpus], ix, embedder=embedder)

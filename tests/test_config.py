@@ -7,7 +7,7 @@ from typer.testing import CliRunner
 
 from contextkit.assembly.context import ContextAssembler
 from contextkit.config import ConfigError, find_config, load_config
-from contextkit.ingest import IngestConfig
+from contextkit.ingestion import IngestConfig
 
 
 class TestConfigFile:

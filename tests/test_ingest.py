@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from contextkit.index import Index, IndexMismatchError
-from contextkit.ingest import IngestConfig, ingest
+from contextkit.ingestion import IngestConfig, ingest
 from contextkit.search import search_index
 
 
@@ -85,7 +85,7 @@ class TestResume:
             (corpus / p.name).write_text(p.read_text(encoding="utf-8")[:1500], encoding="utf-8")
         ix = tmp_path / "ix"
         script = (
-            "import sys; from contextkit.ingest import ingest; "
+            "import sys; from contextkit.ingestion import ingest; "
             "ingest([sys.argv[1]], sys.argv[2], batch_chunks=1)"
         )
         proc = subprocess.Popen([sys.executable, "-c", script, str(corpus), str(ix)], env=os.environ.copy())

@@ -40,7 +40,7 @@ from llama_index.core.vector_stores.types import (  # noqa: E402
 
 from contextkit.chunking import TokenChunker  # noqa: E402
 from contextkit.index import Index, IndexMismatchError  # noqa: E402
-from contextkit.ingest import ingest  # noqa: E402
+from contextkit.ingestion import ingest  # noqa: E402
 from contextkit.integrations.llamaindex.convert import (  # noqa: E402
     ConversionError,
     chunks_from_nodes,

@@ -28,3 +28,20 @@ class TestPublicApi:
             assert "NoSuchThing" in str(exc)
         else:
             raise AssertionError("expected AttributeError")
+
+
+def test_public_names_survive_importing_every_submodule():
+    """A submodule named like a public function would replace it on import (``contextkit.ingest``
+    once did): after importing every module, each public name is still what ``_WHERE`` points to."""
+    import importlib
+    import pkgutil
+
+    import contextkit
+
+    for info in pkgutil.walk_packages(contextkit.__path__, "contextkit."):
+        if ".integrations." in info.name or info.name.endswith("__main__"):
+            continue
+        importlib.import_module(info.name)
+    for name, module in contextkit._WHERE.items():
+        expected = getattr(importlib.import_module(f"contextkit.{module}"), name)
+        assert getattr(contextkit, name) is expected, name

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from contextkit.index import Index
-from contextkit.ingest import ingest
+from contextkit.ingestion import ingest
 from contextkit.retrievers import (
     BM25Retriever,
     DenseRetriever,

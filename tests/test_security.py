@@ -59,7 +59,7 @@ class TestManyThreadsOneIndex:
     def test_queries_and_assemblies_equal_single_threaded(self, tmp_path, small_corpus, embedder):
         from contextkit.assembly.context import ContextAssembler
         from contextkit.index import Index
-        from contextkit.ingest import ingest
+        from contextkit.ingestion import ingest
         from contextkit.retrievers import HybridRetriever
 
         ingest([small_corpus], tmp_path / "ix", embedder=embedder)
@@ -79,7 +79,7 @@ class TestManyThreadsOneIndex:
 
 @pytest.mark.parametrize("name", ["vectors.faiss", "manifest.json"])
 def test_index_folders_from_strangers_hold_no_pickles(tmp_path, small_corpus, embedder, name):
-    from contextkit.ingest import ingest
+    from contextkit.ingestion import ingest
 
     ingest([small_corpus], tmp_path / "ix", embedder=embedder)
     data = (tmp_path / "ix" / name).read_bytes()

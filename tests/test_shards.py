@@ -32,7 +32,7 @@ def _files(peps: list[Path], n: int = 30) -> list[Path]:
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory, peps, embedder):
     """The same 30 PEPs ingested as 3 shards (files dealt round-robin) and as one index."""
-    from contextkit.ingest import ingest
+    from contextkit.ingestion import ingest
 
     root = tmp_path_factory.mktemp("sharded")
     files = _files(peps)

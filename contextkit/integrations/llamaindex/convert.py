@@ -43,7 +43,7 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from contextkit.chunking import HeaderTooLargeError, TokenChunker
 from contextkit.embedders import DEFAULT_MODEL, Embedder
 from contextkit.index import Index, IndexMismatchError
-from contextkit.ingest import FileFailure, IngestConfig, IngestReport
+from contextkit.ingestion import FileFailure, IngestConfig, IngestReport
 from contextkit.records import Chunk, Document, ScoredChunk
 from contextkit.retrievers import Filters
 from contextkit.tokenizers import Tokenizer, get_tokenizer
@@ -398,7 +398,7 @@ def ingest_llamaindex_documents(docs: Iterable[BaseNode], index_dir: str | Path,
                                 embedder: Embedder | None = None, **overrides: Any) -> IngestReport:
     """Add LlamaIndex documents to the contextkit index at ``index_dir`` (created if missing).
 
-    Takes the same settings as :func:`contextkit.ingest.ingest` (``chunk_size``,
+    Takes the same settings as :func:`contextkit.ingestion.ingest` (``chunk_size``,
     ``chunk_overlap``, ``tokenizer``, ``header``, ``model``, ``index_type``,
     ``batch_chunks``...; an existing index keeps its own and refuses different
     ones). Each document *replaces* any document of the same id, so running it
