@@ -153,7 +153,7 @@ def _install_hooks(emit, crash: str | None, fault: str | None, batch_chunks: int
 
     from contextkit.embedders import Embedder
     from contextkit.index import _index
-    from contextkit import ingest as ingest_mod
+    from contextkit import ingestion as ingest_mod
 
     def die(point: str) -> None:
         emit(f"kill {point}")
