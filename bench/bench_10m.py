@@ -128,26 +128,10 @@ class Generator:
 
     @staticmethod
     def _fit(index_dir: Path, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The mixture of ``bench_retrieval._embedding_like``: same k-means (256, spherical,
-        20 iterations, seed 1) and residual covariance, returned instead of drawn from."""
-        import faiss
+        """The mixture of ``bench_retrieval._embedding_like``, returned instead of drawn from."""
+        from bench_retrieval import fit_mixture
 
-        from contextkit.index import Index
-
-        with Index.open(index_dir, read_only=True) as index:
-            inner = faiss.downcast_index(index._faiss.index)
-            real = inner.reconstruct_n(0, inner.ntotal).astype(np.float32)
-        if real.shape[1] != d:
-            raise SystemExit(f"{index_dir} holds {real.shape[1]}-d vectors, not {d}-d")
-        km = faiss.Kmeans(d, 256, niter=20, seed=1, spherical=True)
-        km.train(real)
-        _, assign = km.index.search(real, 1)
-        assign = assign.ravel()
-        resid = real - km.centroids[assign]
-        eigval, eigvec = np.linalg.eigh(np.cov(resid, rowvar=False))
-        mix = np.sqrt(np.clip(eigval, 0, None))[:, None] * eigvec.T
-        weights = np.bincount(assign, minlength=256) / len(assign)
-        return km.centroids.astype(np.float32), weights, mix.astype(np.float32)
+        return fit_mixture(index_dir, d)
 
     def draw(self, rng: np.random.Generator, m: int) -> np.ndarray:
         """``m`` unit vectors, float32 throughout (float64 would double the cost at 10M)."""

@@ -529,13 +529,9 @@ def _random_unit(rng: np.random.Generator, n: int, d: int) -> np.ndarray:
     return x
 
 
-def _embedding_like(index_dir: Path, rng: np.random.Generator, n: int, nq: int, d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Vectors drawn like real embeddings: a mixture of 256 Gaussians fit to a real index.
-
-    Centroids and cluster weights come from spherical k-means over the index's
-    vectors; each draw is a centroid plus noise with the covariance of the real
-    residuals (their full 384-d spectrum), normalised. Queries are separate draws.
-    """
+def fit_mixture(index_dir: Path, d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A 256-Gaussian mixture fit to a real index: centroids (spherical k-means, seed 1),
+    weights, and ``mix`` with ``z @ mix ~ N(0, cov of the residuals)``."""
     import faiss
 
     from contextkit.index import Index
@@ -551,14 +547,25 @@ def _embedding_like(index_dir: Path, rng: np.random.Generator, n: int, nq: int, 
     assign = assign.ravel()
     resid = real - km.centroids[assign]
     eigval, eigvec = np.linalg.eigh(np.cov(resid, rowvar=False))
-    mix = np.sqrt(np.clip(eigval, 0, None))[:, None] * eigvec.T  # z @ mix ~ N(0, cov)
+    mix = np.sqrt(np.clip(eigval, 0, None))[:, None] * eigvec.T
     weights = np.bincount(assign, minlength=256) / len(assign)
+    return km.centroids.astype(np.float32), weights, mix.astype(np.float32)
+
+
+def _embedding_like(index_dir: Path, rng: np.random.Generator, n: int, nq: int, d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Vectors drawn like real embeddings: a mixture of 256 Gaussians fit to a real index.
+
+    Centroids and cluster weights come from spherical k-means over the index's
+    vectors; each draw is a centroid plus noise with the covariance of the real
+    residuals (their full 384-d spectrum), normalised. Queries are separate draws.
+    """
+    centroids, weights, mix = fit_mixture(index_dir, d)
 
     def draw(m: int) -> np.ndarray:
         out = np.empty((m, d), dtype=np.float32)
         for lo in range(0, m, 100_000):
             size = min(100_000, m - lo)
-            part = km.centroids[rng.choice(256, size, p=weights)] + rng.standard_normal((size, d)) @ mix
+            part = centroids[rng.choice(256, size, p=weights)] + rng.standard_normal((size, d)) @ mix
             out[lo: lo + size] = part / np.linalg.norm(part, axis=1, keepdims=True)
         return out
 

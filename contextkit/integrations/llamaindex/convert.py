@@ -40,10 +40,10 @@ from llama_index.core.schema import (
 )
 from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilters
 
-from contextkit.chunking import HeaderTooLargeError, TokenChunker
-from contextkit.embedders import DEFAULT_MODEL, Embedder
-from contextkit.index import Index, IndexMismatchError
-from contextkit.ingestion import FileFailure, IngestConfig, IngestReport
+from contextkit.chunking import HeaderTooLargeError
+from contextkit.embedders import Embedder
+from contextkit.index import Index
+from contextkit.ingestion import FileFailure, IngestConfig, IngestReport, _open_index
 from contextkit.records import Chunk, Document, ScoredChunk
 from contextkit.retrievers import Filters
 from contextkit.tokenizers import Tokenizer, get_tokenizer
@@ -364,36 +364,6 @@ def filters_from_llamaindex(filters: MetadataFilters) -> Filters:
 
 
 # ------------------------------------------------------------------ ingest
-def _open_for_documents(index_dir: Path, config: IngestConfig,
-                        given: Embedder | None) -> tuple[Index, Embedder, TokenChunker]:
-    """Open or create the index with the same checks as file ingestion (model and chunk settings)."""
-    if Index.exists(index_dir):
-        index = Index.open(index_dir)
-        try:
-            recorded = index.manifest.model
-            asked = DEFAULT_MODEL if config.model == "default" else config.model
-            if asked is not None and asked != recorded:
-                raise IndexMismatchError(f"{index_dir}: built with model {recorded!r}, not {config.model!r}")
-            if given is not None and given.model_name != recorded:
-                raise IndexMismatchError(f"{index_dir}: built with model {recorded!r}, the embedder given is "
-                                         f"{given.model_name!r}")
-            embedder = given or Embedder(recorded, device=config.device, batch_size=config.embed_batch_size,
-                                         long_text=index.manifest.embedder.get("long_text", "window"))
-            chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
-        except BaseException:
-            index.close()
-            raise
-        return index, embedder, chunker
-    chunk_cfg = config.chunker_config(None)
-    chunker = TokenChunker.from_dict(chunk_cfg.model_dump())
-    embedder = given or Embedder(config.model or "default", device=config.device,
-                                 batch_size=config.embed_batch_size)
-    index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
-                         tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(),
-                         index_type=config.index_type)
-    return index, embedder, chunker
-
-
 def ingest_llamaindex_documents(docs: Iterable[BaseNode], index_dir: str | Path, config: IngestConfig | None = None,
                                 embedder: Embedder | None = None, **overrides: Any) -> IngestReport:
     """Add LlamaIndex documents to the contextkit index at ``index_dir`` (created if missing).
@@ -422,8 +392,9 @@ def ingest_llamaindex_documents(docs: Iterable[BaseNode], index_dir: str | Path,
             log.warning("document id %r appears more than once; the last one is kept", doc.id)
         unique[doc.id] = doc
     given_cache = embedder.cache if embedder is not None else None
-    index, embedder, chunker = _open_for_documents(index_dir, config, embedder)
-    embedder.cache = index.store  # unchanged chunk texts reuse their stored vectors
+    # The same opener as file ingestion: the same model, chunk and redaction checks; the embedder's
+    # cache is the store, so unchanged chunk texts reuse their stored vectors.
+    index, embedder, chunker = _open_index(index_dir, config, embedder)
     try:
         batch: list[tuple[Document, list[Chunk]]] = []
         for doc in unique.values():
