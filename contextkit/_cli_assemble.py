@@ -106,7 +106,10 @@ def assemble(
 
 @app.command()
 def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] = False) -> None:
-    """List the model profiles `contextkit assemble --model` knows."""
+    """List the model profiles `contextkit assemble --model` knows.
+
+    Example: contextkit models --json | jq '.[] | select(.context_window >= 1000000) | .name'
+    """
     from contextkit.assembly import list_profiles
 
     profiles = list_profiles()

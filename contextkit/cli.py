@@ -221,7 +221,10 @@ def search(
 
 @app.command()
 def info(index: IndexOpt, as_json: JsonOpt = False) -> None:
-    """Describe an index: model, chunk settings, counts, size on disk."""
+    """Describe an index: model, chunk settings, counts, size on disk.
+
+    Example: contextkit info --index my.ck-index --json | jq .chunks
+    """
     from contextkit.index import Index, IndexFolderError
 
     try:
@@ -242,22 +245,38 @@ def info(index: IndexOpt, as_json: JsonOpt = False) -> None:
 def demo(
     index: Annotated[Path, typer.Option("--index", "-i", help="where to build the demo index")] = Path("demo.ck-index"),
     query: Annotated[Optional[list[str]], typer.Option("--query", "-q", help="questions to ask (repeatable)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object: the ingest report and the hits")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
 ) -> None:
     """Ingest the Python standard library's own documentation, offline, and search it.
 
     The corpus is written from the docstrings of the installed Python's standard
-    library, so every machine has it and nothing is downloaded.
+    library, so every machine has it and nothing is downloaded. A second run
+    re-uses the index (nothing changed, nothing re-embedded).
+
+    Example: contextkit demo --query "sort a list in place" --query "temporary folder"
     """
     from contextkit.demo import DEMO_QUERIES, write_demo_corpus
 
     corpus = index.with_name(index.name + "-corpus")
     n = write_demo_corpus(corpus)
-    err.print(f"demo corpus: {n} modules' docstrings in {corpus}/")
-    ingest(paths=[corpus], index=index, chunk_size=None, overlap=None, tokenizer=None, model=None, header=None,
-           glob=None,
-           workers=1, prune=True, index_type="flat", redact=None, strict=False, as_json=False, quiet=False)
-    for q in query or DEMO_QUERIES:
-        search(q, index=index, k=3, as_json=False)
+    if not as_json:
+        err.print(f"demo corpus: {n} modules' docstrings in {corpus}/")
+    if not as_json:
+        ingest(paths=[corpus], index=index, prune=True, quiet=quiet)
+        for q in query or DEMO_QUERIES:
+            search(q, index=index, k=3, as_json=False)
+        return
+    from contextkit.ingestion import ingest as run_ingest
+    from contextkit.search import search_index
+
+    report = run_ingest([str(corpus)], index, prune=True)
+    searches = [{"query": q, "hits": [h.to_dict() for h in search_index(index, q, 3)]}
+                for q in query or DEMO_QUERIES]
+    sys.stdout.write(json.dumps({"ingest": json.loads(report.model_dump_json()), "searches": searches},
+                                ensure_ascii=False) + "\n")
+    if report.nothing_ingested:
+        raise typer.Exit(1)
 
 
 @app.command("eval")

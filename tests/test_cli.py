@@ -14,6 +14,27 @@ class TestCli:
         for name in ("ingest", "chunk", "search", "info", "demo"):
             assert name in result.output
 
+    def test_every_command_has_an_example_and_json_output(self):
+        from typer.main import get_command
+
+        group = get_command(app)
+        for name, command in group.commands.items():
+            result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "400"})
+            assert result.exit_code == 0, name
+            example = " ".join(result.output.split()).partition("Example:")[2]
+            assert "contextkit " + name in example, f"{name} --help has no example"
+            assert any("--json" in p.opts for p in command.params), f"{name} has no --json"
+
+    def test_demo_json_is_one_object_and_a_rerun_reembeds_nothing(self, tmp_path, embedder):
+        ix = tmp_path / "demo.ck-index"
+        first = runner.invoke(app, ["demo", "--index", str(ix), "--json", "--query", "median of numbers"])
+        assert first.exit_code == 0, first.output
+        data = json.loads(first.stdout)
+        assert data["ingest"]["chunks_added"] > 0 and data["searches"][0]["query"] == "median of numbers"
+        assert "statistics" in data["searches"][0]["hits"][0]["doc_id"]
+        again = json.loads(runner.invoke(app, ["demo", "--index", str(ix), "--json"]).stdout)
+        assert again["ingest"]["chunks_added"] == 0 and again["ingest"]["files_unchanged"] == data["ingest"]["files_new"]
+
     def test_chunk_json_lines(self, tmp_path):
         f = tmp_path / "a.md"
         f.write_text("Hello there. " * 200, encoding="utf-8")
