@@ -45,7 +45,8 @@ def test_reference_is_in_sync():
                     "run `python docs/_build_reference.py` and commit the result.\n" + diff)
 
 
-_DOTTED = re.compile(r"`(contextkit(?:\.[A-Za-z_][A-Za-z0-9_]*)+)")
+# A dotted Python name; file names such as `contextkit.toml` are not names.
+_DOTTED = re.compile(r"`(contextkit(?:\.[A-Za-z_][A-Za-z0-9_]*)+)(?<!\.toml)(?![\w.])")
 
 
 def _resolves(dotted: str) -> bool:
