@@ -7,11 +7,15 @@ does not depend on how sentences are scored.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from contextkit.assembly.sections import EvidenceItem
+from contextkit.compressors._evidence_features import FEATURES, sentence_features
+from contextkit.compressors._evidence_score import load_scorer
 from contextkit.compressors.base import CompressionReport
 from contextkit.compressors.evidence import EvidenceCompressor, lexical_scores, split_sentences
 
@@ -45,7 +49,7 @@ def compressor(embedder, cl100k) -> EvidenceCompressor:
 @pytest.fixture(scope="module")
 def lexical(cl100k) -> EvidenceCompressor:
     """No model call: the budget logic is the same whatever the scores."""
-    return EvidenceCompressor(None, tokenizer=cl100k, weight_embedding=0.0, weight_lexical=1.0)
+    return EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, weight_lexical=1.0)
 
 
 class TestSplitSentences:
@@ -190,7 +194,7 @@ class TestEvidenceCompressor:
     @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
     @given(cap=st.integers(min_value=0, max_value=260), min_sentences=st.integers(min_value=0, max_value=2))
     def test_max_tokens_never_exceeded(self, cl100k, cap, min_sentences):
-        comp = EvidenceCompressor(None, tokenizer=cl100k, weight_embedding=0.0, weight_lexical=1.0,
+        comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, weight_lexical=1.0,
                                   min_sentences=min_sentences)
         items = [EvidenceItem("w", WATER), EvidenceItem("b", BREAD), EvidenceItem("p", PARIS)]
         out, report = comp.compress("water temperature Paris bread", items, max_tokens=cap)
@@ -229,7 +233,7 @@ class TestEvidenceCompressor:
         assert report.removed["irrelevant"] == 1 and report.details["dropped"]["b"].startswith("irrelevant")
 
     def test_keep_first_and_min_sentences(self, lexical, cl100k):
-        comp = EvidenceCompressor(None, tokenizer=cl100k, weight_embedding=0.0, weight_lexical=1.0,
+        comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, weight_lexical=1.0,
                                   keep_first=True, min_sentences=2)
         (res,), _ = comp.compress("Louvre art museum", [EvidenceItem("p", PARIS)], target_ratio=1.5)
         assert res.text.startswith("Paris is the capital of France.") and "Louvre" in res.text
@@ -238,7 +242,8 @@ class TestEvidenceCompressor:
     def test_position_weight_favours_endings_or_the_lead(self, cl100k):
         text = "Alpha one here. Beta two here. Gamma three here. Delta four here."
         for weight, expected in ((0.5, "Delta four here."), (-0.5, "Alpha one here.")):
-            comp = EvidenceCompressor(None, tokenizer=cl100k, weight_embedding=0.0, position_weight=weight)
+            comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0,
+                                      position_weight=weight)
             (res,), _ = comp.compress("unrelated query words", [EvidenceItem("x", text)], max_tokens=5)
             assert res.text == expected
 
@@ -250,7 +255,7 @@ class TestEvidenceCompressor:
         assert report.details["dropped"]["b"].startswith("duplicate")
 
     def test_call_values_override_constructor(self, cl100k):
-        comp = EvidenceCompressor(None, tokenizer=cl100k, weight_embedding=0.0, target_ratio=1.0)
+        comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, target_ratio=1.0)
         items = [EvidenceItem("w", WATER)]
         _, report = comp.compress("water", items)
         assert report.details["budget_mode"] == "target_ratio" and report.output_tokens == report.input_tokens
@@ -296,3 +301,94 @@ class TestEvidenceCompressor:
         assert again.embedder.model_name == embedder.model_name  # built from the name, lazily
         with pytest.raises(ValueError, match="(?i)extra"):
             EvidenceCompressor.from_dict({**data, "bogus": 1})
+
+
+# Our own words, written like a structured abstract.
+ABSTRACT = (
+    "BACKGROUND Hypertension is a leading risk factor for stroke. "
+    "Drug Q lowers blood pressure in animal models. "
+    "METHODS We randomly assigned 400 adults to drug Q or placebo for 12 weeks. "
+    "Blood pressure was measured at every visit. "
+    "RESULTS Systolic blood pressure fell by 12 mmHg more with drug Q than with placebo (p < 0.001). "
+    "CONCLUSIONS Drug Q lowers blood pressure in adults."
+)
+
+
+class TestLearnedScorer:
+    def test_shipped_weights_load_and_name_known_features(self):
+        scorer = load_scorer()
+        assert scorer.features and set(scorer.features) <= set(FEATURES)
+        assert len(scorer.weights) == len(scorer.mean) == len(scorer.scale) == len(scorer.features)
+        assert scorer.source.endswith("evidence_scorer.json")
+
+    def test_features_see_sections_position_and_cues(self):
+        texts = [ABSTRACT[a:b] for a, b in split_sentences(ABSTRACT)]
+        rows = sentence_features(texts, [(0, len(texts))], [0.1 * i for i in range(len(texts))], [0.0] * len(texts))
+        col = {name: [row[FEATURES.index(name)] for row in rows] for name in FEATURES}
+        assert len(rows) == len(texts) == 6 and all(len(r) == len(FEATURES) for r in rows)
+        assert col["sec_background"][:2] == [1.0, 1.0] and col["sec_methods"][2:4] == [1.0, 1.0]
+        assert col["sec_results"][4] == 1.0 and col["sec_conclusion"][5] == 1.0
+        assert col["heading"] == [1.0, 0.0, 1.0, 0.0, 1.0, 1.0]
+        assert col["stats"][4] > 0 and col["stats"][0] == 0
+        assert col["pos"][0] == 0.0 and col["pos"][-1] == 1.0 and col["last"][-1] == 1.0
+        assert col["emb_gap"][-1] == 0.0 and col["emb_gap"][0] < 0
+
+    def test_features_of_compress_match(self, embedder, cl100k):
+        comp = EvidenceCompressor(embedder, tokenizer=cl100k)
+        ((item, spans, rows),) = comp.features("Does drug Q lower blood pressure?", [ABSTRACT])
+        assert spans == split_sentences(ABSTRACT) and len(rows) == len(spans)
+        assert all(-1.0 <= r[FEATURES.index("emb")] <= 1.0 for r in rows)
+
+    def test_weights_file_is_used(self, tmp_path, embedder, cl100k):
+        """A hand-written file that only rewards the first sentence keeps the lead."""
+        names = ["first", "lex"]
+        path = tmp_path / "lead.json"
+        path.write_text(json.dumps({"format": "contextkit.evidence_scorer", "version": 1, "features": names,
+                                    "weights": [5.0, 0.0], "mean": [0.0, 0.0], "scale": [1.0, 1.0], "bias": 0.0}))
+        comp = EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path))
+        (res,), report = comp.compress("stroke risk", [ABSTRACT], max_tokens=14)
+        assert res.text == "BACKGROUND Hypertension is a leading risk factor for stroke."
+        assert report.details["scorer"] == "learned" and comp.to_dict()["weights"] == str(path)
+
+    @pytest.mark.parametrize("content, reason", [
+        (None, "no such file"), ("{not json", "not JSON"), ('{"format": "other"}', "not a contextkit"),
+        ('{"format": "contextkit.evidence_scorer", "version": 9}', "version 9"),
+        ('{"format": "contextkit.evidence_scorer", "version": 1, "features": ["bogus"], "weights": [1], '
+         '"mean": [0], "scale": [1], "bias": 0}', "unknown features"),
+        ('{"format": "contextkit.evidence_scorer", "version": 1, "features": ["emb"], "weights": [1, 2], '
+         '"mean": [0], "scale": [1], "bias": 0}', "one positive-scale number"),
+        ('{"format": "contextkit.evidence_scorer", "version": 1, "features": ["emb"], "weights": ["x"], '
+         '"mean": [0], "scale": [1], "bias": 0}', "non-numeric"),
+    ])
+    def test_bad_weights_file_named_with_reason(self, tmp_path, cl100k, content, reason):
+        path = tmp_path / "w.json"
+        if content is not None:
+            path.write_text(content)
+        with pytest.raises(ValueError, match=reason) as err:
+            EvidenceCompressor(None, tokenizer=cl100k, weights=str(path))
+        assert str(path) in str(err.value)
+
+    def test_auto_selection_follows_the_weights_file(self, tmp_path, embedder, cl100k):
+        assert EvidenceCompressor(embedder, tokenizer=cl100k).selection == load_scorer().selection
+        assert EvidenceCompressor(None, tokenizer=cl100k, scorer="linear").selection == "score"
+        data = {**load_scorer().to_dict(), "selection": "score"}
+        path = tmp_path / "w.json"
+        path.write_text(json.dumps(data))
+        comp = EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path))
+        assert comp.selection == "score"
+        assert EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path), selection="density").selection == \
+            "density"
+        _, report = comp.compress("Does drug Q lower blood pressure?", [ABSTRACT], target_ratio=2.0)
+        assert report.details["selection"] == "score"
+
+    def test_density_selection_prefers_short_sentences_at_equal_score(self, cl100k):
+        text = ("Water boils at one hundred degrees at sea level, as every cook who has ever waited for a pot "
+                "on a stove in a kitchen knows. Water boils at 100 C.")
+        by_score = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0)
+        by_density = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0,
+                                        selection="density", min_sentences=0)
+        (a,), _ = by_score.compress("water boils", [text], max_tokens=30)
+        (b,), _ = by_density.compress("water boils", [text], max_tokens=30)
+        assert a.metadata["kept_spans"] == [list(split_sentences(text)[0])]  # ties go to the first
+        assert b.text == "Water boils at 100 C."
+

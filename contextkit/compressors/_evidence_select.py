@@ -1,0 +1,174 @@
+"""Sentence selection under a token budget for :class:`~contextkit.compressors.evidence.EvidenceCompressor`.
+
+The budget is shared by all passages and filled globally: each passage's
+``min_sentences`` best sentences first (strongest passages first, so a short budget
+drops the weakest), then the rest over all passages, best first, skipping a sentence
+that does not fit and trying shorter ones. ``density=True`` ranks the rest by score
+per token instead (the greedy answer to "most expected relevant sentences in the
+budget": a long sentence must be worth its length). Costs are estimated per sentence
+(its tokens + 1 for a separator or space), then :func:`build` counts the joined texts
+exactly, trims the weakest optional sentences while over, and fills what is left.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from contextkit.assembly.sections import EvidenceItem
+from contextkit.tokenizers import Tokenizer
+
+__all__ = ["Passage", "build", "norm", "select"]
+
+
+@dataclass(slots=True)
+class Passage:
+    """An input item, its sentence spans, and where its sentences start in the flat list."""
+
+    item: EvidenceItem
+    position: int
+    spans: list[tuple[int, int]]
+    first: int = 0  # index of its first sentence in the flat list
+    tokens: int = 0
+
+
+def _rank(score: float, cost: int, density: bool) -> float:
+    """Score, or score per token (a negative score counts as 0 there: length must not make it better)."""
+    return max(score, 0.0) / max(cost, 1) if density else score
+
+
+def select(passages: list[Passage], scores: list[float], tokens: list[int], texts: list[str], budget: int,
+           min_sentences: int, keep_first: bool, density: bool
+           ) -> tuple[dict[int, set[int]], dict[int, set[int]], int, set[str]]:
+    """The sentences to keep (indices in each passage, by ``id(passage)``; a passage
+    left out is dropped), those forced by ``min_sentences``/``keep_first``, the number
+    of sentences skipped as repeats of a kept one, and the kept sentences (normalised)."""
+    chosen: dict[int, set[int]] = {}
+    forced_sets: dict[int, set[int]] = {}
+    used = 0
+    seen: set[str] = set()
+    ranked = sorted(passages, key=lambda p: (-max(scores[p.first:p.first + len(p.spans)]), p.position))
+    repeats = 0
+    for p in ranked:
+        local = sorted(range(len(p.spans)), key=lambda i: (-scores[p.first + i], i))
+        forced = set()
+        for i in local:  # its best sentences, skipping any already kept from a stronger passage
+            if len(forced) >= min_sentences:
+                break
+            if norm(texts[p.first + i]) in seen:
+                repeats += 1
+            else:
+                forced.add(i)
+        if keep_first:
+            forced.add(0)
+        cost = sum(tokens[p.first + i] + 1 for i in forced)
+        if forced and used + cost > budget:
+            continue  # dropped: the budget cannot hold its best sentences
+        used += cost
+        chosen[id(p)] = set(forced)
+        forced_sets[id(p)] = forced
+        seen.update(norm(texts[p.first + i]) for i in forced)
+    pool = [(_rank(scores[p.first + i], tokens[p.first + i] + 1, density), p.position, i, p) for p in passages
+            if id(p) in chosen for i in range(len(p.spans)) if i not in chosen[id(p)]]
+    pool.sort(key=lambda x: (-x[0], x[1], x[2]))
+    for _, _, i, p in pool:
+        cost = tokens[p.first + i] + 1
+        if used + cost > budget:
+            continue
+        key = norm(texts[p.first + i])
+        if key in seen:
+            repeats += 1
+            continue  # the same sentence is already kept (from another passage, or twice in one)
+        seen.add(key)
+        chosen[id(p)].add(i)
+        used += cost
+    for p in passages:  # passages that keep nothing (min_sentences=0 and no room) are dropped too
+        if id(p) in chosen and not chosen[id(p)]:
+            del chosen[id(p)]
+    return chosen, forced_sets, repeats, seen
+
+
+def build(passages: list[Passage], chosen: dict[int, set[int]], forced: dict[int, set[int]], scores: list[float],
+          sentence_tokens: list[int], seen: set[str], budget: int, tok: Tokenizer, separator: str, density: bool
+          ) -> tuple[list[EvidenceItem], list[int], int]:
+    """The output items and their exact counts. Trims (weakest unforced sentence first,
+    then the weakest item) while the exact total is over the budget; then fills what
+    the estimates left over, with exact counts."""
+    live = [p for p in passages if id(p) in chosen]
+    texts = {id(p): join(p, chosen[id(p)], separator) for p in live}
+    counts = dict(zip(texts, tok.count_many(list(texts.values()))))
+    total = sum(counts.values())
+    trimmed = 0
+    while total > budget and live:
+        optional = [(scores[p.first + i], p.position, i, p) for p in live
+                    for i in chosen[id(p)] - forced.get(id(p), set())]
+        if optional:
+            _, _, i, p = min(optional, key=lambda x: (x[0], -x[1], -x[2]))
+            chosen[id(p)].discard(i)
+            trimmed += 1
+            texts[id(p)] = join(p, chosen[id(p)], separator)
+            new = tok.count(texts[id(p)])
+            total += new - counts[id(p)]
+            counts[id(p)] = new
+            continue
+        p = min(live, key=lambda q: (max(scores[q.first + i] for i in chosen[id(q)]), -q.position))
+        live.remove(p)
+        total -= counts.pop(id(p))
+        del chosen[id(p)]
+    if live and total < budget:  # the estimates were generous: fill what is left, with exact counts
+        pool = sorted(((_rank(scores[p.first + i], sentence_tokens[p.first + i] + 1, density), p.position, i, p)
+                       for p in live for i in range(len(p.spans)) if i not in chosen[id(p)]),
+                      key=lambda x: (-x[0], x[1], x[2]))
+        for _, _, i, p in pool:
+            if total >= budget:
+                break
+            if sentence_tokens[p.first + i] > budget - total + 4:
+                continue  # cannot fit, even where it replaces a separator
+            key = norm(p.item.text[p.spans[i][0]:p.spans[i][1]])
+            if key in seen:
+                continue
+            trial = join(p, chosen[id(p)] | {i}, separator)
+            new = tok.count(trial)
+            if total + new - counts[id(p)] <= budget:
+                chosen[id(p)].add(i)
+                seen.add(key)
+                texts[id(p)], total, counts[id(p)] = trial, total + new - counts[id(p)], new
+    live.sort(key=lambda q: q.position)
+    out = [_item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok) for p in live]
+    return out, [counts[id(p)] for p in live], trimmed
+
+
+def join(p: Passage, keep: set[int], separator: str) -> str:
+    """The kept sentences: runs of adjacent ones as one slice, runs joined by ``separator``."""
+    if len(keep) == len(p.spans):
+        return p.item.text
+    return separator.join(p.item.text[p.spans[run[0]][0]:p.spans[run[-1]][1]] for run in _runs(sorted(keep)))
+
+
+def _item(p: Passage, keep: set[int], text: str, count: int, tok: Tokenizer) -> EvidenceItem:
+    item = p.item
+    order = sorted(keep)
+    meta = {**item.metadata, "compressed_from": p.tokens, "kept_spans": [list(p.spans[i]) for i in order],
+            "sentences_kept": len(order), "sentences_total": len(p.spans)}
+    start, end = item.start, item.end
+    if len(order) < len(p.spans):
+        is_slice = item.start is not None and item.end is not None and item.end - item.start == len(item.text)
+        if len(_runs(order)) == 1 and is_slice:
+            start, end = item.start + p.spans[order[0]][0], item.start + p.spans[order[-1]][1]
+        else:
+            start = end = None
+    return replace(item, text=text, start=start, end=end, token_count=count, tokenizer=tok.name, metadata=meta)
+
+
+def _runs(indices: list[int]) -> list[list[int]]:
+    runs: list[list[int]] = []
+    for i in indices:
+        if runs and runs[-1][-1] == i - 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    return runs
+
+
+def norm(text: str) -> str:
+    """Case- and white-space-insensitive key of a sentence (repeats across passages)."""
+    return " ".join(text.casefold().split())
