@@ -67,7 +67,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_retrieval import INDEX, _recall, log, table  # noqa: E402  (the ann bench's helpers)
 
-from contextkit.index._index import search_faiss  # noqa: E402
+from contextkit.index._faiss_kinds import RefinedIVFPQ, search_faiss  # noqa: E402
 
 
 # ------------------------------------------------------------------ memory
@@ -287,20 +287,28 @@ def open_index(path: Path, raw_path: Path) -> tuple[Any, np.ndarray, float]:
 def search_one(index: Any, raw: np.ndarray, q: np.ndarray, k: int, nprobe: int, refine: int) -> np.ndarray:
     """Top-``k`` ids of one query: IVF-PQ, then (``refine`` > 0) exact re-scoring of ``refine`` candidates.
 
+    The re-scoring is the library's own (``contextkit.index._faiss_kinds.RefinedIVFPQ``, what
+    ``Index(index_type="ivfpq")`` searches with); ids here are the row numbers of ``raw.npy``.
     Ties in the exact scores keep IVF-PQ's order (stable sort)."""
     import faiss
 
     params = faiss.SearchParametersIVF(nprobe=nprobe)
-    _, ids = search_faiss(index, q[None, :], max(k, refine), params)
-    ids = ids[0]
     if not refine:
-        return ids[:k]
-    ids = ids[ids >= 0]
-    order = np.argsort(ids)  # read the map in file order
-    rows = np.empty((len(ids), raw.shape[1]), dtype=np.float32)
-    rows[order] = raw[ids[order]]
-    scores = rows @ q
-    return ids[np.argsort(-scores, kind="stable")[:k]]
+        _, ids = search_faiss(index, q[None, :], k, params)
+        return ids[0]
+    refined = RefinedIVFPQ(faiss.downcast_index(index), raw, _row_ids(len(raw)), nprobe, refine)  # a view: `index` owns
+    _, ids = search_faiss(refined, q[None, :], k, params)
+    return ids[0]
+
+
+_ROW_IDS: dict[int, np.ndarray] = {}
+
+
+def _row_ids(n: int) -> np.ndarray:
+    """0..n-1, made once: the rowids of ``raw.npy`` (the library keeps them in ``vectors.ids.npy``)."""
+    if n not in _ROW_IDS:
+        _ROW_IDS[n] = np.arange(n, dtype=np.int64)
+    return _ROW_IDS[n]
 
 
 def run_queries(index: Any, raw: np.ndarray, queries: np.ndarray, nprobe: int, refine: int

@@ -11,13 +11,16 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-__all__ = ["DEFAULT_MODEL", "Embedder", "EmbeddingCache", "EmbeddingReport", "default_model_path"]
+from contextkit._gpu_embed import EmbeddingMemoryError
+
+__all__ = ["DEFAULT_MODEL", "Embedder", "EmbeddingCache", "EmbeddingMemoryError", "EmbeddingReport",
+           "default_model_path"]
 
 log = logging.getLogger(__name__)
 
@@ -86,26 +89,51 @@ class Embedder:
     ``contextkit[onnx]``) or ``"auto"``: ONNX on a CPU when it is installed and
     the model allows it, since it embeds one query about 3x faster with the same
     vectors (to 1e-6); PyTorch otherwise.
+
+    On PyTorch, models made of a Transformer and mean/CLS pooling run through
+    :class:`contextkit._gpu_embed.PipelineEncoder`: tokenisation by
+    ``tokenizer_workers`` workers in parallel with the model (processes on CUDA,
+    one thread on a CPU), length-bucketed batches, pinned memory and non-blocking
+    copies on CUDA. ``precision`` is ``"fp16"`` (autocast; cosine >= 0.999 with the
+    fp32 vectors), ``"fp32"``, or ``"auto"``: fp16 on CUDA, fp32 elsewhere.
+    ``device`` is ``"auto"`` (CUDA when available), ``"cpu"``, ``"cuda"``/``"cuda:N"``
+    (falls back to the CPU with a warning when CUDA is not available) or any torch
+    device. ``batch_size`` defaults to 512 on CUDA and 64 elsewhere. A batch that
+    runs out of memory is halved and retried (kept for the rest of the run, with a
+    warning); one text that does not fit raises :class:`EmbeddingMemoryError`.
     """
 
     def __init__(
         self,
         model: str = "default",
         device: str = "auto",
-        batch_size: int = 64,
+        batch_size: int | None = None,
         window_overlap: int = 32,
         long_text: Literal["window", "truncate"] = "window",
         cache: EmbeddingCache | None = None,
         backend: Literal["auto", "torch", "onnx"] = "auto",
+        precision: Literal["auto", "fp32", "fp16"] = "auto",
+        tokenizer_workers: int | None = None,
     ) -> None:
         if backend not in ("auto", "torch", "onnx"):
             raise ValueError(f"backend must be 'auto', 'torch' or 'onnx', not {backend!r}")
+        if precision not in ("auto", "fp32", "fp16"):
+            raise ValueError(f"precision must be 'auto', 'fp32' or 'fp16', not {precision!r}")
+        if backend == "onnx" and precision == "fp16":
+            raise ValueError("backend='onnx' runs in fp32; use precision='auto' or 'fp32', or backend='torch'")
+        if batch_size is not None and batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
         if backend == "onnx" and device not in ("auto", "cpu"):
             raise ValueError("backend='onnx' runs on the CPU; use device='cpu' or backend='torch'")
         self.model_name = DEFAULT_MODEL if model == "default" else model
         self._path = default_model_path() if model in ("default", DEFAULT_MODEL) else model
         self.device = device
-        self.batch_size = batch_size
+        self._batch_size = batch_size
+        self.precision = precision
+        self.tokenizer_workers = tokenizer_workers
+        self._device: str | None = None
+        self._pipeline: Any = None  # a PipelineEncoder, or False when the model cannot take that path
+        self._fallback_batch: int | None = None  # lowered by out-of-memory errors on the encode()/ONNX path
         self.window_overlap = window_overlap
         self.long_text = long_text
         self.cache = cache
@@ -138,11 +166,39 @@ class Embedder:
         return SentenceTransformer(self._path, device=device)
 
     def _resolved_device(self) -> str:
-        if self.device != "auto":
-            return self.device
-        import torch
+        """``auto``: CUDA when available, else the CPU; ``cuda`` without CUDA: the CPU, with a warning."""
+        if self._device is None:
+            import torch
 
-        return "cuda" if torch.cuda.is_available() else "cpu"
+            device = self.device
+            if device == "auto":
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            elif device.startswith("cuda") and not torch.cuda.is_available():
+                log.warning("device=%r: CUDA is not available on this machine (torch %s); embedding on the CPU",
+                            device, torch.__version__)
+                device = "cpu"
+            self._device = device
+        return self._device
+
+    @property
+    def batch_size(self) -> int:
+        """Texts per model batch: as given, else 512 on CUDA and 64 elsewhere."""
+        if self._batch_size is not None:
+            return self._batch_size
+        return 512 if self._resolved_device().startswith("cuda") else 64
+
+    @batch_size.setter
+    def batch_size(self, value: int) -> None:
+        self._batch_size = value
+
+    @property
+    def active_precision(self) -> str:
+        """``"fp16"`` or ``"fp32"``: ``precision`` with ``auto`` resolved (fp16 on CUDA only)."""
+        if self.active_backend == "onnx":
+            return "fp32"
+        if self.precision != "auto":
+            return self.precision
+        return "fp16" if self._resolved_device().startswith("cuda") else "fp32"
 
     @property
     def active_backend(self) -> str:
@@ -191,7 +247,8 @@ class Embedder:
 
     def settings(self) -> dict[str, Any]:
         """What an index must record to reuse these vectors."""
-        return {"model": self.model_name, "dim": self.dim, "max_tokens": self.max_tokens, "long_text": self.long_text}
+        return {"model": self.model_name, "dim": self.dim, "max_tokens": self.max_tokens, "long_text": self.long_text,
+                "precision": self.active_precision}
 
     def cache_key(self, text: str) -> str:
         h = hashlib.sha256()
@@ -230,9 +287,8 @@ class Embedder:
         # Slices, each cached as soon as it is embedded: a crash mid-way through a large
         # file loses at most one slice of model work.
         step = max(self.batch_size * 8, 256)
-        for lo in range(0, len(todo), step):
-            part = todo[lo : lo + step]
-            vectors = self._embed_uncached([texts[i] for i in part], report)
+        for lo, hi, vectors in self._embed_slices([texts[i] for i in todo], step, report):
+            part = todo[lo:hi]
             out[part] = vectors
             if self.cache is not None:
                 self.cache.put_vectors({keys[i]: vectors[j] for j, i in enumerate(part)})
@@ -242,19 +298,99 @@ class Embedder:
         self.last_report = report
         return out
 
+    def close(self) -> None:
+        """Stop the tokenizer workers of the PyTorch pipeline, if any (also done at garbage collection)."""
+        if self._pipeline:
+            self._pipeline.close()
+        self._pipeline = None
+
+    def _embed_slices(self, texts: list[str], step: int, report: EmbeddingReport) -> Iterator[tuple[int, int, Any]]:
+        """``(lo, hi, vectors)`` for consecutive slices of ``texts``: the pipeline, else one slice at a time."""
+        pipeline = self._pipeline_encoder()
+        if pipeline is None:
+            for lo in range(0, len(texts), step):
+                yield lo, min(lo + step, len(texts)), self._embed_uncached(texts[lo : lo + step], report)
+            return
+        truncate = self.long_text == "truncate"
+        for lo, hi, vectors, stats in pipeline.stream(texts, step, self.max_tokens, self.window_overlap, truncate):
+            report.model_inputs += stats.model_inputs
+            report.windowed_texts += stats.windowed_texts
+            report.tokens_total += stats.tokens_total
+            report.tokens_seen += stats.tokens_seen
+            yield lo, hi, vectors
+
+    def _pipeline_encoder(self) -> Any:
+        if self._pipeline is None:
+            self._pipeline = self._make_pipeline() or False
+        return self._pipeline or None
+
+    def _make_pipeline(self) -> Any:
+        if self.active_backend == "onnx":
+            return None
+        from contextkit._gpu_embed import PipelineEncoder, pipeline_supported
+
+        if not pipeline_supported(self.model):
+            log.info("%s is not Transformer + mean/CLS pooling: embedding through SentenceTransformer.encode",
+                     self.model_name)
+            return None
+        device = self._resolved_device()
+        cuda = device.startswith("cuda")
+        workers = self.tokenizer_workers
+        if workers is None:  # on a CPU the model is the bottleneck: one thread keeps it fed
+            workers = max(1, min(16, (os.cpu_count() or 2) - 2)) if cuda else 1
+        if self.active_precision == "fp16" and not cuda:
+            log.warning("precision='fp16' on %s: correct but slow (fp16 pays off on CUDA)", device)
+        return PipelineEncoder(self.model, device, self.active_precision, self.batch_size, workers,
+                               "process" if cuda else "thread")
+
+    def _encode_pieces(self, pieces: list[str]) -> Any:
+        """The ONNX or ``SentenceTransformer.encode`` path, halving the batch on out-of-memory errors."""
+        import numpy as np
+
+        from contextkit._gpu_embed import EmbeddingMemoryError, is_out_of_memory
+
+        while True:
+            batch = self._fallback_batch or self.batch_size
+            try:
+                onnx = self._onnx_encoder()
+                if onnx is not None:
+                    return onnx.encode(pieces, batch_size=batch)
+                return self._st_encode(pieces, batch).astype(np.float32, copy=False)
+            except Exception as exc:
+                if not is_out_of_memory(exc):
+                    raise
+                if batch == 1:
+                    raise EmbeddingMemoryError(
+                        f"out of memory on {self._resolved_device()} embedding texts one at a time with "
+                        f"{self.model_name} ({str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}); "
+                        "free memory or use another device") from exc
+                self._fallback_batch = max(1, batch // 2)
+                log.warning("out of memory on %s with a batch of %d texts; retrying in batches of %d for the rest "
+                            "of this run", self._resolved_device(), batch, self._fallback_batch)
+                if self._resolved_device().startswith("cuda"):
+                    import torch
+
+                    torch.cuda.empty_cache()
+
+    def _st_encode(self, pieces: list[str], batch: int) -> Any:
+        import contextlib
+
+        fp16 = self.active_precision == "fp16"
+        ctx: Any = contextlib.nullcontext()
+        if fp16:
+            import torch
+
+            ctx = torch.autocast(self._resolved_device().split(":")[0], dtype=torch.float16)
+        with ctx:
+            return self.model.encode(pieces, batch_size=batch, convert_to_numpy=True, normalize_embeddings=True,
+                                     show_progress_bar=False)
+
     def _embed_uncached(self, texts: list[str], report: EmbeddingReport) -> Any:
         import numpy as np
 
         pieces, owner, weights = self._windows(texts, report)
         report.model_inputs += len(pieces)
-        onnx = self._onnx_encoder()
-        if onnx is not None:
-            vectors = onnx.encode(pieces, batch_size=self.batch_size)
-        else:
-            vectors = self.model.encode(
-                pieces, batch_size=self.batch_size, convert_to_numpy=True, normalize_embeddings=True,
-                show_progress_bar=False,
-            ).astype(np.float32, copy=False)
+        vectors = self._encode_pieces(pieces)
         if len(pieces) == len(texts):
             return vectors
         fused = np.zeros((len(texts), self.dim), dtype=np.float32)

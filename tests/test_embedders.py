@@ -95,3 +95,130 @@ class TestOnnxBackend:
         second = OnnxEncoder(embedder.model, embedder._path)
         assert second.path == first.path and second.path.stat().st_mtime_ns == mtime
         assert not list(tmp_path.rglob("*.part"))
+
+
+class TestPipeline:
+    """The PyTorch pipeline (tokeniser workers, length buckets, OOM back-off), run on the CPU."""
+
+    TEXTS = ["a", "  FAISS searches dense vectors.  ", "word " * 40, "long text " * 400, "é 中文 🙂",
+             "bread " * 90, "x" * 3000, "short"] * 3
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def torch_embedder(cls, embedder):
+        emb = Embedder(backend="torch", device="cpu")
+        emb._model = embedder.model  # the session's loaded model
+        yield emb
+        emb.close()
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def reference(cls, embedder):
+        """The same texts through SentenceTransformer.encode (the pipeline switched off)."""
+        plain = Embedder(backend="torch", device="cpu")
+        plain._model = embedder.model
+        plain._pipeline = False
+        vectors = plain.embed(cls.TEXTS)
+        return vectors, plain.last_report
+
+    def test_vectors_order_and_report_equal_sentence_transformers(self, torch_embedder, reference):
+        want, want_report = reference
+        got = torch_embedder.embed(self.TEXTS)
+        assert torch_embedder._pipeline_encoder() is not None  # the pipeline ran, not encode()
+        assert np.abs(got - want).max() < 1e-5  # same rows in the same (input) order
+        assert torch_embedder.last_report == want_report
+
+    def test_fp16_within_tolerance_of_fp32(self, embedder, reference):
+        emb = Embedder(backend="torch", device="cpu", precision="fp16")
+        emb._model = embedder.model
+        got = emb.embed(self.TEXTS[:8])
+        cosines = np.sum(got * reference[0][:8], axis=1)
+        assert cosines.min() >= 0.999
+        assert emb.settings()["precision"] == "fp16"
+
+    def test_precision_is_recorded_and_checked(self, embedder, torch_embedder):
+        assert torch_embedder.settings()["precision"] == "fp32"  # auto on a CPU
+        with pytest.raises(ValueError, match="precision"):
+            Embedder(precision="fp8")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="onnx"):
+            Embedder(backend="onnx", precision="fp16")
+
+    def test_out_of_memory_halves_the_batch_and_keeps_the_vectors(self, embedder, reference, caplog,
+                                                                   monkeypatch):
+        import logging
+
+        import torch
+
+        emb = Embedder(backend="torch", device="cpu", batch_size=16)
+        emb._model = embedder.model
+        auto = embedder.model[0].auto_model
+        forward = auto.forward
+        sizes = []
+
+        def tight(*args, **kwargs):  # a device that fits at most 3 texts per batch
+            n = int((kwargs.get("input_ids") if "input_ids" in kwargs else args[0]).shape[0])
+            sizes.append(n)
+            if n > 3:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            return forward(*args, **kwargs)
+
+        monkeypatch.setattr(auto, "forward", tight)
+        with caplog.at_level(logging.WARNING, logger="contextkit"):
+            got = emb.embed(self.TEXTS)
+        assert np.abs(got - reference[0]).max() < 1e-5
+        warnings = [r.getMessage() for r in caplog.records if "out of memory" in r.getMessage()]
+        assert warnings and "batch of 16" in warnings[0] and "batches of 8" in warnings[0]
+        assert emb._pipeline.max_batch == 2  # kept for the rest of the run: no batch above it is tried again
+        before = len(sizes)
+        emb.embed(self.TEXTS[:6])
+        assert max(sizes[before:]) <= 2
+
+    def test_out_of_memory_on_one_text_is_a_clear_error(self, embedder, monkeypatch):
+        import torch
+
+        from contextkit.embedders import EmbeddingMemoryError
+
+        emb = Embedder(backend="torch", device="cpu")
+        emb._model = embedder.model
+        auto = embedder.model[0].auto_model
+
+        def never(*args, **kwargs):
+            raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+
+        monkeypatch.setattr(auto, "forward", never)
+        with pytest.raises(EmbeddingMemoryError, match="single text of"):
+            emb.embed(["one text", "another"])
+
+    def test_out_of_memory_on_the_encode_path_backs_off_too(self, embedder, reference, monkeypatch, caplog):
+        import logging
+
+        import torch
+
+        emb = Embedder(backend="torch", device="cpu", batch_size=8)
+        emb._model = embedder.model
+        emb._pipeline = False  # a model the pipeline cannot take goes through SentenceTransformer.encode
+        encode = emb._st_encode
+
+        def tight(pieces, batch):
+            if batch > 2:
+                raise torch.cuda.OutOfMemoryError("CUDA out of memory")
+            return encode(pieces, batch)
+
+        monkeypatch.setattr(emb, "_st_encode", tight)
+        with caplog.at_level(logging.WARNING, logger="contextkit"):
+            got = emb.embed(self.TEXTS)
+        assert np.abs(got - reference[0]).max() < 1e-5 and emb._fallback_batch == 2
+        assert any("batch of 8" in r.getMessage() for r in caplog.records)
+
+    def test_cuda_without_a_gpu_falls_back_to_the_cpu_with_a_warning(self, caplog):
+        import logging
+
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("this machine has CUDA")
+        emb = Embedder(device="cuda")
+        with caplog.at_level(logging.WARNING, logger="contextkit"):
+            assert emb._resolved_device() == "cpu"
+        assert any("CUDA is not available" in r.getMessage() for r in caplog.records)
+        assert Embedder(device="auto")._resolved_device() == "cpu" and emb.batch_size == 64

@@ -6,6 +6,9 @@ Layout (every file readable without contextkit)::
                     size and SHA-256 of every derived file
     store.sqlite    files, documents, chunks and vectors (the source of truth)
     vectors.faiss   FAISS index over the chunk vectors, ids = chunk rowids
+    vectors.f16.npy, vectors.ids.npy
+                    ``ivfpq`` only: float16 vectors for exact re-scoring, and their rowids
+                    (see :mod:`contextkit.index._faiss_kinds`)
     bm25/           BM25 over the chunk texts (see :mod:`contextkit.index._bm25`)
     .lock           held by the one writer
 
@@ -23,11 +26,13 @@ in the manifest: :meth:`Index.open` refuses a damaged file, naming it, and
 :mod:`contextkit.index._verify` for what is checked when, and what it costs).
 Write failures (full disk, permissions) raise :class:`IndexWriteError`; the
 index keeps its last committed state.
+
+The manifest model, errors and file helpers live in :mod:`._manifest`, the FAISS
+structures in :mod:`._faiss_kinds`; their names are re-exported here.
 """
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import hashlib
 import json
@@ -38,33 +43,57 @@ import sqlite3
 import sys
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, Field
 
 from contextkit.index._bm25 import BM25Config, BM25Index
+from contextkit.index._faiss_kinds import (
+    IVFPQ_FILES,
+    IVFPQ_TRAIN_FROM,
+    RefinedIVFPQ,
+    ivf_nprobe,
+    search_faiss,
+)
+from contextkit.index._manifest import (
+    _ERRNO_REASONS,
+    FORMAT_VERSION,
+    SETTINGS_FIELDS,
+    IndexCorruptError,
+    IndexFolderError,
+    IndexLockedError,
+    IndexManifest,
+    IndexMismatchError,
+    IndexType,
+    IndexWriteError,
+    StoreCorruptError,
+    StoreWriteError,
+    _atomic_write,
+    _check_store_file,
+    _fsync_dir,
+    _now,
+    _stored_chunks,
+    _write_reason,
+)
 from contextkit.index._store import RecordStore
+from contextkit.index._vector_files import VectorFiles
 from contextkit.index._verify import (
     LEFTOVERS,
     FileSum,
-    check_file,
     describe_invalid,
-    faiss_header_count,
     file_sum,
-    sqlite_header_problem,
 )
 from contextkit.records import Chunk, Document, ScoredChunk
 
 __all__ = ["Index", "IndexCorruptError", "IndexFolderError", "IndexLockedError", "IndexManifest",
            "IndexMismatchError", "IndexWriteError"]
+# re-exported for the import paths tests, benches and docs use (``contextkit.index._index.X``)
+_REEXPORTED = (_ERRNO_REASONS, FORMAT_VERSION, SETTINGS_FIELDS, IndexType, StoreCorruptError, StoreWriteError,
+               ivf_nprobe, search_faiss, IVFPQ_TRAIN_FROM)
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
-IndexType = Literal["flat", "hnsw", "ivf", "auto"]
 #: ``auto`` stays exact (flat) below this many vectors and switches to HNSW above it.
 #: ``index_type="auto"`` switches from exact search to HNSW here. Why 50,000: on 2 cores an
 #: exact search costs ~1.5 ms per 10k vectors (8 ms at 50k), while a hybrid query's whole
@@ -74,123 +103,8 @@ IndexType = Literal["flat", "hnsw", "ivf", "auto"]
 AUTO_HNSW_FROM = 50_000
 
 
-def ivf_nprobe(nlist: int) -> int:
-    """Lists an IVF index visits per query by default."""
-    return int(min(nlist, max(16, 2 * np.sqrt(nlist))))
 
-
-class IndexFolderError(RuntimeError):
-    """The index folder is missing, corrupt or inconsistent (the message says which)."""
-
-
-class IndexMismatchError(IndexFolderError):
-    """The index was built with another model, dimension or format."""
-
-
-class IndexLockedError(IndexFolderError):
-    """Another process is writing to this index."""
-
-
-class IndexWriteError(IndexFolderError):
-    """Writing the index failed (full disk, permissions, I/O); its last committed state is intact."""
-
-
-class IndexCorruptError(IndexFolderError):
-    """A file of the index is damaged or inconsistent; ``file`` names it, relative to the folder."""
-
-    def __init__(self, message: str, file: str | None = None) -> None:
-        super().__init__(message)
-        self.file = file
-
-
-class StoreWriteError(IndexWriteError, sqlite3.OperationalError):
-    """SQLite could not write the records store (still a ``sqlite3.OperationalError``)."""
-
-
-class StoreCorruptError(IndexCorruptError, sqlite3.DatabaseError):
-    """SQLite found the records store damaged (still a ``sqlite3.DatabaseError``)."""
-
-
-class IndexManifest(BaseModel):
-    """``manifest.json``: what built the index, so a reader can check it fits."""
-
-    format_version: int = FORMAT_VERSION
-    model: str
-    dim: int
-    embedder: dict[str, Any] = Field(default_factory=dict)
-    tokenizer: str = "cl100k_base"
-    chunker: dict[str, Any] = Field(default_factory=dict)
-    redact: bool = Field(default=False, description="PII was masked before chunking (contextkit ingest --redact)")
-    index_type: IndexType = "flat"
-    hnsw_m: int = 32
-    hnsw_ef_search: int = 128
-    hnsw_ef_construction: int = 80
-    metric: Literal["ip"] = "ip"
-    bm25: dict[str, Any] = Field(default_factory=lambda: BM25Config().model_dump())
-    generation: int = 0
-    counts: dict[str, int] = Field(default_factory=dict)
-    created_at: str = ""
-    updated_at: str = ""
-    checksums: dict[str, FileSum] = Field(
-        default_factory=dict, description="size and SHA-256 of vectors.faiss and each bm25/ file, as last saved")
-
-
-#: Manifest fields that never change after creation; the store keeps a copy (meta ``manifest_settings``)
-#: from which ``contextkit repair`` restores a lost or damaged manifest.
-SETTINGS_FIELDS = ("format_version", "model", "dim", "embedder", "tokenizer", "chunker", "redact", "index_type",
-                   "hnsw_m", "hnsw_ef_search", "hnsw_ef_construction", "metric", "bm25", "created_at")
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def _fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-_ERRNO_REASONS = {
-    errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded", errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted (permissions or an immutable file)", errno.EROFS: "read-only file system",
-}
-
-
-def _write_reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.errno in _ERRNO_REASONS:
-        return f"{_ERRNO_REASONS[exc.errno]} ({exc.strerror})"
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    return str(exc).strip().splitlines()[-1] if str(exc).strip() else exc.__class__.__name__
-
-
-def _check_store_file(folder: Path) -> None:
-    """Refuse a missing, empty, non-SQLite or truncated ``store.sqlite`` before SQLite touches it."""
-    path = folder / "store.sqlite"
-    lost = ("it is the index's source of truth (chunks, texts, vectors) and cannot be rebuilt: restore it from a "
-            "backup or re-ingest into a new index")
-    if not path.is_file():
-        raise IndexCorruptError(f"{path}: missing; {lost}", file="store.sqlite")
-    problem = sqlite_header_problem(path)
-    if problem:
-        raise IndexCorruptError(f"{path}: damaged: {problem}; {lost} (`contextkit verify --index {folder}` "
-                                "checks everything)", file="store.sqlite")
-
-
-class Index:
+class Index(VectorFiles):
     """A persistent vector index of chunks. Use :meth:`create` or :meth:`open`."""
 
     def __init__(self, path: Path, manifest: IndexManifest, read_only: bool) -> None:
@@ -335,128 +249,16 @@ class Index:
         self._lock_fd = fd
 
     # --------------------------------------------------------------- FAISS
-    def _new_faiss(self, n: int | None = None) -> Any:
-        import faiss
-
-        dim = self.manifest.dim
-        if self._kind(n) == "hnsw":
-            hnsw = faiss.IndexHNSWFlat(dim, self.manifest.hnsw_m, faiss.METRIC_INNER_PRODUCT)
-            hnsw.hnsw.efConstruction = self.manifest.hnsw_ef_construction
-            hnsw.hnsw.efSearch = self.manifest.hnsw_ef_search
-            return faiss.IndexIDMap2(hnsw)
-        return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))  # "ivf" is built at save time from all vectors
-
     def _kind(self, n: int | None = None) -> str:
         """The FAISS structure to use now: ``auto`` resolves by the number of chunks."""
         kind = self.manifest.index_type
-        if kind != "auto":
+        if kind not in ("auto", "ivfpq"):
             return kind
         if n is None:
             n = self.store.counts()["chunks"] if self._faiss is None else int(self._faiss.ntotal)
+        if kind == "ivfpq":  # exact until there are enough vectors to train on
+            return "flat" if n < IVFPQ_TRAIN_FROM else "ivfpq"
         return "flat" if n < AUTO_HNSW_FROM else "hnsw"
-
-    def _faiss_is_flat(self) -> bool:
-        import faiss
-
-        inner = faiss.downcast_index(self._faiss.index) if self._faiss is not None else None
-        return isinstance(inner, faiss.IndexFlat)
-
-    def _load_faiss(self) -> None:
-        import faiss
-
-        file = self.path / "vectors.faiss"
-        store_gen = self.store.generation()
-        if store_gen < self.manifest.generation:
-            raise IndexCorruptError(
-                f"{self.path / 'store.sqlite'}: older than manifest.json (generation {store_gen} < "
-                f"{self.manifest.generation}): the records store was replaced or restored from an older copy; "
-                f"`contextkit repair --index {self.path}` rebuilds the other files from it", file="store.sqlite")
-        recorded = "vectors.faiss" in self.manifest.checksums
-        if self.manifest.generation == store_gen and (recorded or file.is_file()):
-            self._check_derived_files()
-            try:
-                self._faiss = faiss.read_index(str(file))
-            except RuntimeError as exc:
-                raise IndexCorruptError(f"{file}: unreadable by FAISS ({_write_reason(exc)}); "
-                                        f"`contextkit repair --index {self.path}` rebuilds it from the store",
-                                        file="vectors.faiss") from exc
-        else:
-            log.warning("%s: FAISS file is behind the records store (generation %s vs %s); rebuilding",
-                        self.path, self.manifest.generation, store_gen)
-            self._rebuild()
-            if not self.read_only:
-                self.save()
-        chunks = self._stored_chunk_count()
-        if self._faiss.ntotal != chunks:
-            raise IndexCorruptError(
-                f"{self.path}: FAISS holds {self._faiss.ntotal} vectors but the store has {chunks} chunks; "
-                f"`contextkit repair --index {self.path}` rebuilds vectors.faiss from the store", file="vectors.faiss"
-            )
-        if self._faiss.d != self.manifest.dim:
-            raise IndexMismatchError(f"{self.path}: FAISS dimension {self._faiss.d} != manifest {self.manifest.dim}")
-
-    def _stored_chunk_count(self) -> int:
-        """Chunks in the store; the manifest's count when it describes this very generation (no table scan)."""
-        if self._saved_generation == self.store.generation() and "chunks" in self.manifest.counts:
-            return int(self.manifest.counts["chunks"])
-        return int(self.store.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
-
-    def _check_derived_files(self) -> None:
-        """Sizes and hashes of the derived files against the manifest (see :mod:`._verify` for the cost)."""
-        sums = self.manifest.checksums
-        rec = sums.get("vectors.faiss")
-        if rec is not None:
-            problem = check_file(self.path / "vectors.faiss", rec, full=False)
-            if problem:
-                found = faiss_header_count(self.path / "vectors.faiss")
-                chunks = self._stored_chunk_count()
-                extra = f"; FAISS holds {found} vectors but the store has {chunks} chunks" if (
-                    found is not None and found != chunks) else ""
-                raise IndexCorruptError(
-                    f"{self.path / 'vectors.faiss'}: damaged: {problem}{extra}; it is derived from the records store: "
-                    f"`contextkit repair --index {self.path}` rebuilds it", file="vectors.faiss")
-        bm25_sums = {k: v for k, v in sums.items() if k.startswith("bm25/")}
-        if not bm25_sums:
-            return
-        try:  # a BM25 folder stamped with an older generation is lagging, not damaged: rebuilt when used
-            meta_gen = json.loads((self.path / "bm25" / "meta.json").read_text())["generation"]
-        except (OSError, ValueError, KeyError, TypeError):
-            meta_gen = self.manifest.generation
-        if meta_gen != self.manifest.generation:
-            return
-        for name, rec in sorted(bm25_sums.items()):
-            problem = check_file(self.path / name, rec, full=False)
-            if problem:
-                raise IndexCorruptError(
-                    f"{self.path / name}: damaged: {problem}; it is derived from the records store: "
-                    f"`contextkit repair --index {self.path}` rebuilds bm25/", file=name)
-
-    def _rebuild(self) -> None:
-        """Rebuild the FAISS index from the vectors in the store."""
-        import faiss
-
-        ids_parts, vec_parts = [], []
-        for ids, vecs in self.store.iter_chunk_vectors():
-            ids_parts.append(ids)
-            vec_parts.append(vecs)
-        ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int64)
-        vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self.manifest.dim), dtype=np.float32)
-        if self._kind(len(ids)) == "ivf" and len(ids) >= 1024:
-            nlist = int(min(4 * np.sqrt(len(ids)), len(ids) // 39))
-            quantizer = faiss.IndexFlatIP(self.manifest.dim)
-            ivf = faiss.IndexIVFFlat(quantizer, self.manifest.dim, nlist, faiss.METRIC_INNER_PRODUCT)
-            ivf.train(vecs)
-            # 2*sqrt(nlist) lists (126 of 4,000 at 1M vectors): recall@10 1.00 on embedding-like
-            # vectors in bench_retrieval.py ann, where 16 already gave 0.977 (nlist/4 was 8x slower).
-            ivf.nprobe = ivf_nprobe(nlist)
-            index = faiss.IndexIDMap2(ivf)
-        else:
-            index = self._new_faiss(len(ids))
-        if len(ids):
-            index.add_with_ids(np.ascontiguousarray(vecs), ids)
-        self._faiss = index
-        self._rebuild_needed = False
-        self._dirty = True
 
     # -------------------------------------------------------------- writing
     def begin(self) -> None:
@@ -477,6 +279,9 @@ class Index:
             self.store.rollback()
         except sqlite3.Error as exc:  # SQLite already rolled back (full disk, I/O error)
             log.warning("%s: rollback: %s", self.path, exc)
+        if isinstance(self._faiss, RefinedIVFPQ):  # changes never reach it in place: re-done at the next save
+            self._rebuild_needed = True
+            return
         self._rebuild()  # in-memory FAISS may hold the rolled-back changes
 
     def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, vector_keys: Sequence[str],
@@ -565,15 +370,15 @@ class Index:
         changed = self._dirty or self._bm25_dirty or self._bm25_unsaved or self._rebuild_needed
         if not (force or changed) and self._saved_generation == gen and self.manifest.checksums:
             return
-        if self.manifest.index_type == "auto" and (self._kind() == "flat") != self._faiss_is_flat():
-            self._rebuild_needed = True  # crossed the size where auto changes structure
+        if self.manifest.index_type in ("auto", "ivfpq") and (self._kind() == "flat") != self._faiss_is_flat():
+            self._rebuild_needed = True  # crossed the size where auto / ivfpq changes structure
         if self._rebuild_needed:
             self._rebuild()
         if self._saved_generation == gen and not self.store.db.in_transaction:
             gen = self._bump_generation(gen)
         step = "vectors.faiss"
         try:
-            sums = {"vectors.faiss": self._write_faiss()}
+            sums = self._write_vectors()
             step = "bm25/"
             sums.update(self._write_bm25(gen))
             step = "store.sqlite"
@@ -596,6 +401,9 @@ class Index:
                 "state (free space or fix permissions, then run the command again)") from exc
         self._saved_generation = gen
         self._dirty = self._bm25_unsaved = self._write_failed = False
+        for name in IVFPQ_FILES:  # left from an ivfpq index that shrank back to flat
+            if name not in sums:
+                (self.path / name).unlink(missing_ok=True)
 
     def _bump_generation(self, gen: int) -> int:
         """Move the store to a new generation before rewriting files the manifest on disk vouches for.
@@ -614,28 +422,6 @@ class Index:
         if old_bm25:
             self._bm25.generation = new  # type: ignore[union-attr]  # same chunks, new stamp
         return new
-
-    def _write_faiss(self) -> FileSum:
-        """``vectors.faiss`` through a temporary file, hashed while written (no second read)."""
-        import faiss
-
-        final = self.path / "vectors.faiss"
-        tmp = final.with_name(final.name + ".tmp")
-        digest = hashlib.sha256()
-        with open(tmp, "wb") as fh:
-            def write(data: bytes) -> int:
-                fh.write(data)
-                digest.update(data)
-                return len(data)
-
-            writer = faiss.PyCallbackIOWriter(write)
-            faiss.write_index(self._faiss, writer)  # an OSError in ``write`` comes back as itself
-            del writer
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-        _fsync_dir(self.path)
-        return file_sum(final, sha256=digest.hexdigest())
 
     def _write_bm25(self, gen: int) -> dict[str, FileSum]:
         folder = self.path / "bm25"
@@ -668,7 +454,7 @@ class Index:
             raise
 
     def _discard_temporaries(self) -> None:
-        for name in ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp"):
+        for name in ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "vectors.ids.npy.tmp"):
             target = self.path / name
             try:
                 shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
@@ -727,36 +513,3 @@ class Index:
         return {"path": str(self.path), **self.manifest.model_dump(exclude={"counts", "checksums"}), "counts": counts,
                 "vectors_in_faiss": len(self), "bytes_on_disk": size, "checked_at": time.time()}
 
-
-def _stored_chunks(store: Path) -> int:
-    """Chunks in a store file that has no manifest (0 when there is no such file or it is unreadable)."""
-    if not store.is_file() or store.stat().st_size == 0:
-        return 0
-    try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5.0)
-        try:
-            return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
-        finally:
-            db.close()
-    except sqlite3.Error:
-        return 0
-
-
-def search_faiss(index: Any, queries: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
-    """FAISS search; a handful of queries runs on this thread alone.
-
-    Why: after a parallel region FAISS's OpenMP threads spin, and on a small CPU
-    they steal the cores the next step needs (the query embedding of the next
-    request ran 50% slower, the search itself 3x). One query gains nothing from
-    threads. ``omp_set_num_threads`` applies to the calling thread only.
-    """
-    import faiss
-
-    if len(queries) > 4:
-        return index.search(queries, k, params=params)
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(1)
-    try:
-        return index.search(queries, k, params=params)
-    finally:
-        faiss.omp_set_num_threads(before)

@@ -185,7 +185,7 @@ class RecordStore:
         self.path = path
         self.dim = dim
         self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
         self.db.executescript(SCHEMA)
 
@@ -207,12 +207,18 @@ class RecordStore:
                 raise
             self._local.conn = conn
             with self._lock:
-                self._all.append(conn)
+                # A thread-per-request server would leave one connection (two file descriptors)
+                # per finished thread: close those of dead threads whenever a new one connects.
+                dead = [c for t, c in self._all if not t.is_alive()]
+                self._all = [(t, c) for t, c in self._all if t.is_alive()]
+                self._all.append((threading.current_thread(), conn))
+            for old in dead:
+                old.close()
         return conn
 
     def close(self) -> None:
         with self._lock:
-            conns, self._all = self._all, []
+            conns, self._all = [c for _, c in self._all], []
         for conn in conns:
             conn.close()
         self._local = threading.local()

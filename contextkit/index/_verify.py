@@ -53,7 +53,8 @@ SAMPLE_BYTES = 1 << 20
 #: Files up to this size are fully hashed on every open; larger ones by their sample hash.
 FULL_CHECK_ON_OPEN = 8 << 20
 #: Temporary names a save writes then renames; left behind only by an interrupted save.
-LEFTOVERS = ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "bm25.old")
+LEFTOVERS = ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "bm25.old", "vectors.ids.npy.tmp",
+             "vectors.f16.npy.build")
 
 Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy"]
 PROBLEMS = frozenset({"missing", "corrupt", "stale", "mismatch"})
@@ -350,6 +351,8 @@ def _verify_derived(folder: Path, manifest, db: sqlite3.Connection, store_gen: i
         try:
             index = faiss.read_index(str(faiss_path))
             ids = np.sort(faiss.vector_to_array(index.id_map)) if hasattr(index, "id_map") else None
+            if ids is None and "vectors.ids.npy" in manifest.checksums:  # ivfpq: ids beside the IVF file
+                ids = _verify_ivfpq_files(folder, manifest, index.ntotal, full, report)
         except RuntimeError as exc:
             report.add("vectors.faiss", "corrupt", f"unreadable by FAISS: {str(exc).splitlines()[0]}",
                        repairable=True)
@@ -391,6 +394,31 @@ def _verify_derived(folder: Path, manifest, db: sqlite3.Connection, store_gen: i
         else:
             how = f"sha256 ok ({len(recorded)} files)" if recorded else "no checksums recorded (older contextkit)"
             report.add("bm25/", "ok" if recorded else "unchecked", f"{how}; {len(loaded.rowids)} chunks")
+
+
+def _verify_ivfpq_files(folder: Path, manifest, ntotal: int, full: bool, report: VerifyReport):
+    """Checksums and shapes of an ``ivfpq`` index's ``.npy`` files; its rowids (None when unreadable)."""
+    import numpy as np
+
+    ids = None
+    for name in ("vectors.f16.npy", "vectors.ids.npy"):
+        problem = check_file(folder / name, manifest.checksums[name], full)
+        if problem:
+            report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+            continue
+        try:
+            arr = np.load(folder / name, mmap_mode="r", allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            report.add(name, "corrupt", f"unreadable by numpy: {exc}", repairable=True)
+            continue
+        want = (ntotal, manifest.dim) if name == "vectors.f16.npy" else (ntotal,)
+        if arr.shape != want:
+            report.add(name, "mismatch", f"shape {arr.shape}, vectors.faiss needs {want}", repairable=True)
+        else:
+            report.add(name, "ok", f"sha256 ok; shape {arr.shape}")
+            if name == "vectors.ids.npy":
+                ids = np.sort(np.asarray(arr))
+    return ids
 
 
 # --------------------------------------------------------------------------- repair

@@ -1,0 +1,241 @@
+"""The FAISS structures behind ``Index``: flat, HNSW, IVF-Flat and IVF-PQ with exact re-scoring.
+
+``ivfpq`` (for millions of chunks; see ``bench/bench_10m.py``): an ``IndexIVFPQ``
+(inner product, flat coarse quantizer, PQ on the residuals) whose ids are the chunk
+rowids, plus two ``.npy`` files beside ``vectors.faiss``:
+
+* ``vectors.f16.npy``: every vector as float16, in rowid order (2 bytes a coordinate);
+* ``vectors.ids.npy``: the rowids, ascending (row ``i`` of the float16 file is chunk ``ids[i]``).
+
+A query asks IVF-PQ for ``refine`` candidates (``nprobe`` lists), reads their float16
+rows and re-scores them exactly: PQ alone orders near neighbours of clustered
+embeddings poorly (Recall@10 ~0.5 at 10M), the re-scoring recovers what the probed
+lists hold (0.96 with nprobe 8, refine 100 at 10M, 8.8 ms p50; 0.98 with refine 200, the default). On open, the IVF file is
+read with ``IO_FLAG_MMAP | IO_FLAG_READ_ONLY`` and both ``.npy`` files are memory-mapped,
+so opening costs milliseconds whatever the size.
+
+Training (k-means for the lists, then the PQ codebooks) runs on a strided sample of the
+store's vectors, once there are :data:`IVFPQ_TRAIN_FROM`; until then the index is exact
+(flat). A rebuild re-uses the trained centroids and codebooks while the number of lists
+the size calls for (:func:`default_nlist`) is unchanged (the size within a factor of ~4),
+so adding files costs encoding, not training. Vectors are streamed from the store in
+batches: a rebuild holds the sample and one batch in memory, not every vector.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["IVFPQ_FILES", "IVFPQ_TRAIN_FROM", "RefinedIVFPQ", "build_ivfpq", "default_nlist", "default_pq_m",
+           "ivf_nprobe", "open_ivfpq", "search_faiss"]
+
+#: ``ivfpq`` stays exact (flat) below this many vectors: k-means wants ~39 points per list
+#: and each 8-bit PQ codebook 256 x 39 = 9,984 (FAISS warns below that).
+IVFPQ_TRAIN_FROM = 10_000
+#: Files of a trained ``ivfpq`` index besides ``vectors.faiss``.
+IVFPQ_FILES = ("vectors.f16.npy", "vectors.ids.npy")
+
+
+def ivf_nprobe(nlist: int) -> int:
+    """Lists an IVF index visits per query by default."""
+    return int(min(nlist, max(16, 2 * np.sqrt(nlist))))
+
+
+def default_nlist(n: int) -> int:
+    """About sqrt(n) lists, a power of two, from 64 to 2048 (20k: 128, 1M: 1024, 10M: 2048).
+
+    Why the cap: adding a vector compares it with every list's centroid; at 10M vectors and
+    4096 lists that is ~13 minutes on two cores (bench/bench_10m.py)."""
+    return int(min(2048, max(64, 2 ** round(np.log2(np.sqrt(max(n, 1)))))))
+
+
+def default_pq_m(dim: int, n: int) -> int:
+    """PQ sub-vectors for ``n`` vectors: 4-d sub-vectors (96 for 384-d) from 500,000 vectors, 8-d below.
+
+    Why: on 10M embedding-like vectors PQ96 needed 5x fewer candidates re-scored than PQ48
+    for the same recall (bench/bench_10m.py --quick); but FAISS 1.15 trains 4-d codebooks
+    pathologically slowly on small samples (PQ96 on 20,000 vectors: 196 s; PQ48: 12 s, 2 busy
+    cores), and at that size re-scoring 100 candidates recovers the recall anyway.
+    Falls back to the largest divisor of ``dim`` below the target."""
+    target = max(1, dim // 4 if n >= 500_000 else dim // 8)
+    return next(m for m in range(target, 0, -1) if dim % m == 0)
+
+
+def search_faiss(index: Any, queries: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
+    """FAISS search; a handful of queries runs on this thread alone.
+
+    Why: after a parallel region FAISS's OpenMP threads spin, and on a small CPU
+    they steal the cores the next step needs (the query embedding of the next
+    request ran 50% slower, the search itself 3x). One query gains nothing from
+    threads. ``omp_set_num_threads`` applies to the calling thread only.
+    """
+    import faiss
+
+    if len(queries) > 4:
+        return index.search(queries, k, params=params)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    try:
+        return index.search(queries, k, params=params)
+    finally:
+        faiss.omp_set_num_threads(before)
+
+
+class RefinedIVFPQ:
+    """IVF-PQ candidates re-scored exactly from float16 vectors; searched like a FAISS index.
+
+    ``search(x, k, params)`` takes the ``params`` a caller gives FAISS (an ``IDSelector``
+    in ``params.sel`` restricts the chunks; an ``nprobe`` in ``SearchParametersIVF`` wins
+    over the default) and returns ``(scores, rowids)`` as FAISS does, -1 where fewer than
+    ``k`` were found.
+    """
+
+    def __init__(self, ivf: Any, raw: np.ndarray, ids: np.ndarray, nprobe: int, refine: int,
+                 raw_sha256: str | None = None, raw_path: Path | None = None) -> None:
+        self.index = ivf  # what Index._faiss_is_flat looks at
+        self.raw, self.ids = raw, ids
+        self.nprobe, self.refine = nprobe, refine
+        self.raw_sha256 = raw_sha256  # hashed while the build wrote it (None when opened from disk)
+        self.raw_path = raw_path  # the build's temporary file (None when opened from disk)
+        self.d = int(ivf.d)
+        self._owner: Any = None
+
+    @property
+    def ntotal(self) -> int:
+        return int(self.index.ntotal)
+
+    @property
+    def nlist(self) -> int:
+        return int(self.index.nlist)
+
+    def search(self, x: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        import faiss
+
+        x = np.ascontiguousarray(x, dtype=np.float32)
+        nprobe = getattr(params, "nprobe", 0) or self.nprobe
+        sel = getattr(params, "sel", None) if params is not None else None
+        ivf_params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist), sel=sel) if sel is not None \
+            else faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))
+        _, cand = self.index.search(x, max(k, self.refine), params=ivf_params)
+        scores = np.full((len(x), k), -np.inf, dtype=np.float32)
+        found = np.full((len(x), k), -1, dtype=np.int64)
+        for q, row in enumerate(cand):
+            row = row[row >= 0]
+            if not len(row):
+                continue
+            pos = np.searchsorted(self.ids, row)
+            order = np.argsort(pos)  # read the memory map in file order
+            vecs = np.empty((len(pos), self.d), dtype=np.float32)
+            vecs[order] = self.raw[pos[order]]
+            s = vecs @ x[q]
+            best = np.argsort(-s, kind="stable")[:k]  # ties keep IVF-PQ's order
+            scores[q, : len(best)] = s[best]
+            found[q, : len(best)] = row[best]
+        return scores, found
+
+
+def open_ivfpq(folder: Path, nprobe: int, refine: int) -> RefinedIVFPQ:
+    """The saved index: IVF lists memory-mapped from ``vectors.faiss``, both ``.npy`` files mapped."""
+    import faiss
+
+    ivf = faiss.read_index(str(folder / "vectors.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    raw = np.load(folder / IVFPQ_FILES[0], mmap_mode="r", allow_pickle=False)
+    ids = np.load(folder / IVFPQ_FILES[1], mmap_mode="r", allow_pickle=False)
+    found = RefinedIVFPQ(faiss.downcast_index(ivf), raw, ids, nprobe, refine)
+    found._owner = ivf  # the downcast view does not own the C++ index: keep its owner alive
+    return found
+
+
+def _trained_like(old: Any, dim: int) -> Any:
+    """A new empty ``IndexIVFPQ`` with ``old``'s trained centroids and PQ codebooks (no k-means, no PQ training)."""
+    import faiss
+
+    centroids = old.quantizer.reconstruct_n(0, old.nlist)
+    quantizer = faiss.IndexFlatIP(dim)
+    quantizer.add(centroids)
+    new = faiss.IndexIVFPQ(quantizer, dim, old.nlist, old.pq.M, old.pq.nbits, faiss.METRIC_INNER_PRODUCT)
+    faiss.copy_array_to_vector(faiss.vector_to_array(old.pq.centroids), new.pq.centroids)
+    new.is_trained = True
+    new.precompute_table()
+    return new
+
+
+def build_ivfpq(batches: Iterable[tuple[np.ndarray, np.ndarray]], n: int, dim: int, m: int, nbits: int,
+                nprobe: int, refine: int, work_dir: Path | None, previous: RefinedIVFPQ | None = None,
+                sample_batches: Iterable[tuple[np.ndarray, np.ndarray]] | None = None) -> RefinedIVFPQ:
+    """Train (or re-use ``previous``'s training) and fill an IVF-PQ index from ``(rowids, vectors)`` batches.
+
+    ``sample_batches``: a first pass over the same vectors to draw the training sample from
+    (needed only when training). The float16 rows go to a temporary file in ``work_dir``
+    (the index folder when writable; the system's temporary folder otherwise), hashed as
+    they are written; :meth:`Index.save` moves it into place.
+    """
+
+    nlist = default_nlist(n)
+    if previous is not None and previous.nlist == nlist and previous.index.pq.M == m and previous.d == dim:
+        ivf = _trained_like(previous.index, dim)
+    else:
+        ivf = _train(sample_batches or batches, n, dim, nlist, m, nbits)
+    fd, tmp = tempfile.mkstemp(prefix="vectors.f16.npy.", suffix=".build", dir=work_dir)
+    digest = hashlib.sha256()
+    ids_parts = []
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            def write(data: bytes) -> None:
+                fh.write(data)
+                digest.update(data)
+
+            header = io.BytesIO()
+            np.lib.format.write_array_header_1_0(header, {"descr": np.dtype(np.float16).str,
+                                                          "fortran_order": False, "shape": (n, dim)})
+            write(header.getvalue())
+            done = 0
+            for ids, vecs in batches:
+                vecs = np.ascontiguousarray(vecs, dtype=np.float32)
+                ivf.add_with_ids(vecs, np.ascontiguousarray(ids, dtype=np.int64))
+                write(vecs.astype(np.float16).tobytes())
+                ids_parts.append(np.asarray(ids, dtype=np.int64))
+                done += len(ids)
+            if done != n:
+                raise RuntimeError(f"the store yielded {done} vectors, {n} expected (changed during the rebuild)")
+            fh.flush()
+            os.fsync(fh.fileno())
+        ids_all = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
+        if len(ids_all) > 1 and not np.all(ids_all[1:] > ids_all[:-1]):
+            raise RuntimeError("rowids must come in ascending order")
+        raw = np.load(tmp, mmap_mode="r", allow_pickle=False)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return RefinedIVFPQ(ivf, raw, ids_all, nprobe, refine, raw_sha256=digest.hexdigest(), raw_path=Path(tmp))
+
+
+def _train(batches: Iterable[tuple[np.ndarray, np.ndarray]], n: int, dim: int, nlist: int, m: int, nbits: int) -> Any:
+    """k-means for the lists and the PQ codebooks, on a strided sample of max(65,536, 50 x nlist) vectors.
+
+    Why at least 65,536: FAISS's PQ trained 8x slower on 25,600 vectors than on 65,536
+    (bench/bench_10m.py); strided rather than the first ones: the store is in ingestion
+    order, so the first vectors are the first files."""
+    import faiss
+
+    ntrain = min(n, max(65_536, 50 * nlist))
+    step = max(1, n // ntrain)
+    parts, seen = [], 0
+    for _, vecs in batches:
+        pick = np.arange((-seen) % step, len(vecs), step)
+        parts.append(np.asarray(vecs[pick], dtype=np.float32))
+        seen += len(vecs)
+    sample = np.ascontiguousarray(np.concatenate(parts)[:ntrain])
+    quantizer = faiss.IndexFlatIP(dim)
+    ivf = faiss.IndexIVFPQ(quantizer, dim, nlist, m, nbits, faiss.METRIC_INNER_PRODUCT)
+    ivf.cp.seed = ivf.pq.cp.seed = 1234  # the same vectors train the same index
+    ivf.train(sample)
+    return ivf

@@ -1,0 +1,264 @@
+"""``Index``'s vector files: reading, checking, rebuilding and writing ``vectors.faiss`` (and ``ivfpq``'s ``.npy`` files).
+
+A mixin of :class:`contextkit.index._index.Index`, split out to keep modules short; it uses
+the index's ``path``, ``manifest``, ``store``, ``read_only`` and ``_faiss`` state and its
+``_kind``/``save``. The structures themselves are in :mod:`._faiss_kinds`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from contextkit.index._faiss_kinds import (
+    IVFPQ_FILES,
+    RefinedIVFPQ,
+    build_ivfpq,
+    default_pq_m,
+    ivf_nprobe,
+    open_ivfpq,
+)
+from contextkit.index._manifest import (
+    IndexCorruptError,
+    IndexMismatchError,
+    _fsync_dir,
+    _write_reason,
+)
+from contextkit.index._verify import FileSum, check_file, faiss_header_count, file_sum
+
+__all__ = ["VectorFiles"]
+
+log = logging.getLogger("contextkit.index._index")
+
+
+class VectorFiles:
+    """The FAISS half of :class:`~contextkit.index._index.Index` (see the module docstring)."""
+
+    path: Path
+    manifest: Any
+    store: Any
+    read_only: bool
+    _faiss: Any
+    _dirty: bool
+    _rebuild_needed: bool
+    _saved_generation: int | None
+
+    def _kind(self, n: int | None = None) -> str:  # defined by Index
+        raise NotImplementedError
+
+    def save(self, force: bool = False) -> None:  # defined by Index
+        raise NotImplementedError
+
+    def _new_faiss(self, n: int | None = None) -> Any:
+        import faiss
+
+        dim = self.manifest.dim
+        if self._kind(n) == "hnsw":
+            hnsw = faiss.IndexHNSWFlat(dim, self.manifest.hnsw_m, faiss.METRIC_INNER_PRODUCT)
+            hnsw.hnsw.efConstruction = self.manifest.hnsw_ef_construction
+            hnsw.hnsw.efSearch = self.manifest.hnsw_ef_search
+            return faiss.IndexIDMap2(hnsw)
+        return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))  # "ivf" is built at save time from all vectors
+
+
+    def _faiss_is_flat(self) -> bool:
+        import faiss
+
+        inner = faiss.downcast_index(self._faiss.index) if self._faiss is not None else None
+        return isinstance(inner, faiss.IndexFlat)
+
+    def _load_faiss(self) -> None:
+        import faiss
+
+        file = self.path / "vectors.faiss"
+        store_gen = self.store.generation()
+        if store_gen < self.manifest.generation:
+            raise IndexCorruptError(
+                f"{self.path / 'store.sqlite'}: older than manifest.json (generation {store_gen} < "
+                f"{self.manifest.generation}): the records store was replaced or restored from an older copy; "
+                f"`contextkit repair --index {self.path}` rebuilds the other files from it", file="store.sqlite")
+        recorded = "vectors.faiss" in self.manifest.checksums
+        if self.manifest.generation == store_gen and (recorded or file.is_file()):
+            self._check_derived_files()
+            try:
+                if all(name in self.manifest.checksums for name in IVFPQ_FILES):
+                    self._faiss = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine)
+                    self._check_ivfpq_files()
+                else:
+                    self._faiss = faiss.read_index(str(file))
+            except (RuntimeError, ValueError, OSError) as exc:
+                raise IndexCorruptError(f"{file}: unreadable by FAISS ({_write_reason(exc)}); "
+                                        f"`contextkit repair --index {self.path}` rebuilds it from the store",
+                                        file="vectors.faiss") from exc
+        else:
+            log.warning("%s: FAISS file is behind the records store (generation %s vs %s); rebuilding",
+                        self.path, self.manifest.generation, store_gen)
+            self._rebuild()
+            if not self.read_only:
+                self.save()
+        chunks = self._stored_chunk_count()
+        if self._faiss.ntotal != chunks:
+            raise IndexCorruptError(
+                f"{self.path}: FAISS holds {self._faiss.ntotal} vectors but the store has {chunks} chunks; "
+                f"`contextkit repair --index {self.path}` rebuilds vectors.faiss from the store", file="vectors.faiss"
+            )
+        if self._faiss.d != self.manifest.dim:
+            raise IndexMismatchError(f"{self.path}: FAISS dimension {self._faiss.d} != manifest {self.manifest.dim}")
+
+    def _stored_chunk_count(self) -> int:
+        """Chunks in the store; the manifest's count when it describes this very generation (no table scan)."""
+        if self._saved_generation == self.store.generation() and "chunks" in self.manifest.counts:
+            return int(self.manifest.counts["chunks"])
+        return int(self.store.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+
+    def _check_derived_files(self) -> None:
+        """Sizes and hashes of the derived files against the manifest (see :mod:`._verify` for the cost)."""
+        sums = self.manifest.checksums
+        for name in ("vectors.faiss", *IVFPQ_FILES):
+            rec = sums.get(name)
+            problem = check_file(self.path / name, rec, full=False) if rec is not None else None
+            if problem:
+                found = faiss_header_count(self.path / name) if name == "vectors.faiss" else None
+                chunks = self._stored_chunk_count()
+                extra = f"; FAISS holds {found} vectors but the store has {chunks} chunks" if (
+                    found is not None and found != chunks) else ""
+                raise IndexCorruptError(
+                    f"{self.path / name}: damaged: {problem}{extra}; it is derived from the records store: "
+                    f"`contextkit repair --index {self.path}` rebuilds it", file=name)
+        bm25_sums = {k: v for k, v in sums.items() if k.startswith("bm25/")}
+        if not bm25_sums:
+            return
+        try:  # a BM25 folder stamped with an older generation is lagging, not damaged: rebuilt when used
+            meta_gen = json.loads((self.path / "bm25" / "meta.json").read_text())["generation"]
+        except (OSError, ValueError, KeyError, TypeError):
+            meta_gen = self.manifest.generation
+        if meta_gen != self.manifest.generation:
+            return
+        for name, rec in sorted(bm25_sums.items()):
+            problem = check_file(self.path / name, rec, full=False)
+            if problem:
+                raise IndexCorruptError(
+                    f"{self.path / name}: damaged: {problem}; it is derived from the records store: "
+                    f"`contextkit repair --index {self.path}` rebuilds bm25/", file=name)
+
+    def _rebuild(self) -> None:
+        """Rebuild the FAISS index from the vectors in the store."""
+        import faiss
+
+        if self.manifest.index_type == "ivfpq" and self._kind(self.store.counts()["chunks"]) == "ivfpq":
+            self._rebuild_ivfpq()
+            return
+        ids_parts, vec_parts = [], []
+        for ids, vecs in self.store.iter_chunk_vectors():
+            ids_parts.append(ids)
+            vec_parts.append(vecs)
+        ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int64)
+        vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self.manifest.dim), dtype=np.float32)
+        if self._kind(len(ids)) == "ivf" and len(ids) >= 1024:
+            nlist = int(min(4 * np.sqrt(len(ids)), len(ids) // 39))
+            quantizer = faiss.IndexFlatIP(self.manifest.dim)
+            ivf = faiss.IndexIVFFlat(quantizer, self.manifest.dim, nlist, faiss.METRIC_INNER_PRODUCT)
+            ivf.train(vecs)
+            # 2*sqrt(nlist) lists (126 of 4,000 at 1M vectors): recall@10 1.00 on embedding-like
+            # vectors in bench_retrieval.py ann, where 16 already gave 0.977 (nlist/4 was 8x slower).
+            ivf.nprobe = ivf_nprobe(nlist)
+            index = faiss.IndexIDMap2(ivf)
+        else:
+            index = self._new_faiss(len(ids))
+        if len(ids):
+            index.add_with_ids(np.ascontiguousarray(vecs), ids)
+        self._faiss = index
+        self._rebuild_needed = False
+        self._dirty = True
+
+    def _rebuild_ivfpq(self) -> None:
+        """Stream the store's vectors into IVF-PQ + float16 rows (training only when the size calls for it)."""
+        m = self.manifest
+        n = self.store.counts()["chunks"]
+        previous = self._faiss if isinstance(self._faiss, RefinedIVFPQ) else None
+        if self.read_only:
+            work = Path(tempfile.mkdtemp(prefix="contextkit-ivfpq-"))
+        else:
+            work = self.path
+            (work / "vectors.f16.npy.build").unlink(missing_ok=True)  # a mapped old build keeps its inode
+        built = build_ivfpq(self.store.iter_chunk_vectors(), n, m.dim, m.ivfpq_m or default_pq_m(m.dim, n),
+                            m.ivfpq_nbits, m.ivfpq_nprobe, m.ivfpq_refine, work, previous,
+                            sample_batches=self.store.iter_chunk_vectors())
+        if self.read_only:  # mapped already: the file goes when the map does
+            built.raw_path.unlink()
+            shutil.rmtree(work, ignore_errors=True)
+            built.raw_path = None
+        else:
+            final = work / "vectors.f16.npy.build"
+            os.replace(built.raw_path, final)
+            built.raw_path = final
+        self._faiss = built
+        self._rebuild_needed = False
+        self._dirty = True
+
+    def _check_ivfpq_files(self) -> None:
+        """The mapped float16 rows and rowids agree with the IVF-PQ index (their shapes, not every byte)."""
+        f = self._faiss
+        if f.raw.shape != (f.ntotal, self.manifest.dim) or f.ids.shape != (f.ntotal,):
+            raise IndexCorruptError(
+                f"{self.path}: vectors.f16.npy {f.raw.shape} / vectors.ids.npy {f.ids.shape} do not match the "
+                f"{f.ntotal} vectors of dimension {self.manifest.dim} in vectors.faiss; `contextkit repair --index "
+                f"{self.path}` rebuilds them", file="vectors.f16.npy")
+
+    def _write_vectors(self) -> dict[str, FileSum]:
+        """``vectors.faiss`` (and for a trained ``ivfpq``, its two ``.npy`` files); their checksums."""
+        f = self._faiss
+        if not isinstance(f, RefinedIVFPQ):
+            return {"vectors.faiss": self._write_faiss(f)}
+        names = ("vectors.faiss", *IVFPQ_FILES)
+        if f.raw_path is None:  # opened from these very files and unchanged: nothing to rewrite
+            if all(name in self.manifest.checksums for name in names):
+                return {name: self.manifest.checksums[name] for name in names}
+            self._rebuild_ivfpq()
+            f = self._faiss
+        sums = {"vectors.faiss": self._write_faiss(f.index)}
+        ids_final = self.path / IVFPQ_FILES[1]
+        tmp = ids_final.with_name(ids_final.name + ".tmp")
+        with open(tmp, "wb") as fh:
+            np.save(fh, np.asarray(f.ids, dtype=np.int64))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, ids_final)
+        raw_final = self.path / IVFPQ_FILES[0]
+        os.replace(f.raw_path, raw_final)  # fsynced by the build; the map follows the inode
+        _fsync_dir(self.path)
+        f.raw_path = None
+        sums[IVFPQ_FILES[0]] = file_sum(raw_final, sha256=f.raw_sha256)
+        sums[IVFPQ_FILES[1]] = file_sum(ids_final)
+        return sums
+
+    def _write_faiss(self, index: Any) -> FileSum:
+        """``vectors.faiss`` through a temporary file, hashed while written (no second read)."""
+        import faiss
+
+        final = self.path / "vectors.faiss"
+        tmp = final.with_name(final.name + ".tmp")
+        digest = hashlib.sha256()
+        with open(tmp, "wb") as fh:
+            def write(data: bytes) -> int:
+                fh.write(data)
+                digest.update(data)
+                return len(data)
+
+            writer = faiss.PyCallbackIOWriter(write)
+            faiss.write_index(index, writer)  # an OSError in ``write`` comes back as itself
+            del writer
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, final)
+        _fsync_dir(self.path)
+        return file_sum(final, sha256=digest.hexdigest())
+
