@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import string
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 import multiprocessing
 from functools import lru_cache
 from concurrent.futures import ProcessPoolExecutor
@@ -36,6 +36,10 @@ _CLOSERS = [ord(c) for c in "\"')]»”’"]
 
 class HeaderTooLargeError(ValueError):
     """The metadata header alone does not fit in ``chunk_size``."""
+
+
+class ChunkTooSmallError(ValueError):
+    """One character needs more tokens than a chunk has room for (``chunk_size`` minus the header)."""
 
 
 class ChunkerConfig(BaseModel):
@@ -125,7 +129,11 @@ class TokenChunker:
         budget = self.chunk_size - head_tokens
         overlap = min(self.chunk_overlap, budget - 1)
         plan = []
-        for start, end, tokens in self.split_text(doc.text, budget, overlap):
+        try:
+            spans = list(self.split_text(doc.text, budget, overlap))
+        except ChunkTooSmallError as exc:
+            raise ChunkTooSmallError(f"document {doc.id!r}: {exc}") from None
+        for start, end, tokens in spans:
             total = tokens + head_tokens
             if head and not self._junction_is_stable(doc.text, start):
                 total = self.tokenizer.count(head + doc.text[start:end])
@@ -167,6 +175,53 @@ class TokenChunker:
         batch = max(1, min(32, len(docs) // (workers * 4)))
         plans = list(pool.map(_plan_in_worker, docs, chunksize=batch))
         return [self._build(doc, head, plan) for doc, (head, plan) in zip(docs, plans)]
+
+    def chunk_stream(self, blocks: Iterable[str], doc_id: str = "text", source: str = "",
+                     metadata: dict[str, Any] | None = None, header: str | None = None,
+                     window_chars: int = 1 << 20) -> Iterator[Chunk]:
+        """Chunks of a text given as consecutive pieces, with memory bounded by ``window_chars``.
+
+        For a file too large to hold: the chunks (ids, offsets into the whole text,
+        texts, token counts) equal those of :meth:`chunk` on the joined text. That
+        holds because the text is encoded window by window, each window cut at a
+        stable boundary (where the pre-tokenizer always restarts, so the window's
+        tokens are exactly a slice of the whole text's), and every greedy decision
+        looks at most ``chunk_size`` tokens ahead: a decision that would need to look
+        past the window waits for the next one. Memory is a few windows, or more
+        where a single run without a stable boundary (a space or a line break) is
+        longer than a window. A tokenizer without stable boundaries (Hugging Face)
+        cannot be windowed exactly: the text is then joined and chunked whole.
+        A callable header is refused: it could read the text, which is not there.
+        """
+        if self._header_fn is not None:
+            raise TypeError("chunk_stream needs a template header (or none), not a callable")
+        doc = Document(doc_id, "", source, dict(metadata or {}))
+        if self.tokenizer.stable_mask("a b") is None:
+            yield from self.chunk(Document(doc_id, "".join(blocks), source, doc.metadata), header)
+            return
+        head = self._render_header(doc, header)
+        head_tokens = self.tokenizer.count(head) if head else 0
+        if head and head_tokens >= self.chunk_size:
+            raise HeaderTooLargeError(
+                f"document {doc_id!r}: the metadata header alone is {head_tokens} tokens, which leaves no room "
+                f"in chunk_size={self.chunk_size}; shorten the header template or raise chunk_size"
+            )
+        budget = self.chunk_size - head_tokens
+        overlap = min(self.chunk_overlap, budget - 1)
+        from contextkit._chunk_stream import stream_spans
+
+        spans = stream_spans(self.tokenizer, blocks, budget, overlap, self.config.min_fill, max(1, window_chars))
+        ordinal = 0
+        for start, text, tokens, before in spans:
+            if text.isspace() or not text:
+                continue
+            total = tokens + head_tokens
+            if head and not (start > 0 and _stable_junction(before, text[0])):
+                total = self.tokenizer.count(head + text)
+            yield Chunk(id=f"{doc_id}::{ordinal}", doc_id=doc_id, ordinal=ordinal, text=text, start=start,
+                        end=start + len(text), token_count=tokens, header=head, total_tokens=total,
+                        metadata=dict(doc.metadata))
+            ordinal += 1
 
     def _get_pool(self, workers: int) -> ProcessPoolExecutor:
         if self._pool is not None and self._pool_size != workers:
@@ -216,9 +271,7 @@ class TokenChunker:
         """A header ending in a newline joins a chunk that opens on a stable cut losslessly."""
         if start == 0 or self.tokenizer.stable_boundaries("") is None:
             return False
-        return text[start] == " " and not text[start - 1].isspace() or (
-            text[start - 1] == "\n" and not text[start].isspace() and text[start] != "/"
-        )
+        return _stable_junction(text[start - 1], text[start])
 
     def split_text(self, text: str, budget: int | None = None, overlap: int | None = None) -> list[tuple[int, int, int]]:
         """``(start, end, token_count)`` spans of ``text``; the core of :meth:`chunk`."""
@@ -235,6 +288,11 @@ class TokenChunker:
         cp = _code_points(text)
         pos, tix, level, stable = _candidates(self.tokenizer, text, cp, ends)
         return _greedy(self.tokenizer, text, pos, tix, level, stable, n_tok, budget, overlap, self.config.min_fill)
+
+
+def _stable_junction(before: str, here: str) -> bool:
+    """Whether a cut between the characters ``before`` and ``here`` is a stable boundary (see tokenizers)."""
+    return here == " " and not before.isspace() or (before == "\n" and not here.isspace() and here != "/")
 
 
 def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
@@ -288,18 +346,32 @@ def _levels(cp, pos):
 
 
 def _greedy(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill) -> list[tuple[int, int, int]]:
+    spans = list(_walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill))
+    return [sp for sp in spans if not text[sp[0] : sp[1]].isspace()]
+
+
+def _walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill, s: int = 0,
+          complete: bool = True) -> Generator[tuple[int, int, int], None, int | None]:
+    """The greedy cut, chunk by chunk from candidate ``s``: yields ``(start, end, tokens)`` spans.
+
+    ``complete=False`` means ``text`` is a window of a longer text that ends on a
+    stable boundary: the walk then stops, returning the candidate where the next
+    chunk starts, as soon as a decision would need candidates beyond the window
+    (every decision looks at most ``budget`` tokens ahead). Returns None when the
+    text is done. Whitespace-only spans are yielded; the caller drops them.
+    """
     import numpy as np
 
-    spans: list[tuple[int, int, int]] = []
     last = len(pos) - 1
-    s = 0
     min_gain = max(1, int(budget * min_fill))
     while True:
         s_tok = int(tix[s])
         rest = n_tok - s_tok
+        if not complete and rest <= budget:
+            return s  # the chunk may reach past the window: decide in the next one
         if rest <= budget and stable[s]:
-            spans.append((int(pos[s]), len(text), rest))
-            break
+            yield int(pos[s]), len(text), rest
+            return None
         hi = int(np.searchsorted(tix, s_tok + budget, "right")) - 1
         hi = max(min(hi, last), s + 1)
         lo = max(int(np.searchsorted(tix, s_tok + min_gain, "left")), s + 1)
@@ -311,11 +383,10 @@ def _greedy(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill
                 window, base = level[s + 1 : hi + 1], s + 1
         e = base + int(len(window) - 1 - np.argmax(window[::-1]))
         e, count = _fit(tok, text, pos, tix, stable, s, e, budget)
-        spans.append((int(pos[s]), int(pos[e]), count))
+        yield int(pos[s]), int(pos[e]), count
         if e >= last or int(pos[e]) >= len(text):
-            break
+            return None
         s = _next_start(tok, text, pos, tix, level, stable, s, e, overlap)
-    return [sp for sp in spans if not text[sp[0] : sp[1]].isspace()]
 
 
 def _fit(tok, text, pos, tix, stable, s, e, budget) -> tuple[int, int]:
@@ -326,7 +397,8 @@ def _fit(tok, text, pos, tix, stable, s, e, budget) -> tuple[int, int]:
         count = tok.count(text[int(pos[s]) : int(pos[e])])
         if count <= budget or e <= s + 1:
             if count > budget:
-                raise RuntimeError(f"cannot fit a chunk at offset {int(pos[s])} in {budget} tokens")
+                raise ChunkTooSmallError(f"the character at offset {int(pos[s])} needs {count} tokens, more than "
+                                         f"the {budget} a chunk has room for; raise chunk_size or shorten the header")
             return e, count
         e -= max(1, (count - budget) // 2)
         e = max(e, s + 1)

@@ -7,6 +7,7 @@ could be done (or any failure with ``--strict``), 2 a usage error.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
@@ -33,7 +34,10 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a t
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    """Print ``message`` as plain text (paths and hints such as ``contextkit[ray]`` hold brackets)."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
 
 
@@ -53,31 +57,58 @@ def ingest(
         "--redact/--no-redact", help="mask PII (e-mails, phones, cards, IBANs, IPs, secrets) before chunking; "
         "recorded in the index [default: as the index was built, else off]")] = None,
     index_type: Annotated[str, typer.Option(
-        help="flat (exact), hnsw or ivf (approximate, for large corpora), auto (flat below 50k chunks, then hnsw)")] = "flat",
+        help="flat (exact), hnsw or ivf (approximate, for large corpora), ivfpq (millions of chunks: IVF-PQ + "
+             "exact re-scoring, memory-mapped; flat below 10k), auto (flat below 50k chunks, then hnsw)")] = "flat",
     strict: Annotated[bool, typer.Option(help="exit 1 if any input failed")] = False,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
+    follow_symlinks: Annotated[bool, typer.Option(
+        "--follow-symlinks", help="follow symlinks that lead outside the folders named (default: report and skip them)")] = False,
+    stream_above: Annotated[float, typer.Option(
+        help="MiB: larger text files are streamed (chunked and committed part by part, memory bounded)")] = 64,
+    pdf_timeout: Annotated[float, typer.Option(help="seconds one PDF may take to parse before it is skipped")] = 60,
+    engine: Annotated[str, typer.Option(
+        help="local, or ray: load, chunk and embed on a Ray cluster (pip install 'contextkit[ray]')")] = "local",
+    address: Annotated[Optional[str], typer.Option(
+        help="--engine ray: auto, HOST:6379 or ray://HOST:10001 [default: RAY_ADDRESS, else a local Ray]")] = None,
+    num_gpus: Annotated[float, typer.Option(
+        help="--engine ray: GPUs for embedding, one model per GPU (0: embed on CPUs)")] = 0,
 ) -> None:
     """Ingest files into an index: only new or changed files are re-done.
 
     Example: contextkit ingest docs/ notes.md --index my.ck-index --glob '**/*.md'
     """
+    from contextkit.distributed import RayClusterError, RayIngestError, RayNotInstalledError
     from contextkit.index import IndexFolderError
     from contextkit.ingestion import IngestConfig
     from contextkit.ingestion import ingest as run_ingest
 
-    if index_type not in ("flat", "hnsw", "ivf", "auto"):
-        raise _fail(f"--index-type must be flat, hnsw, ivf or auto, not {index_type!r}", 2)
+    if index_type not in ("flat", "hnsw", "ivf", "ivfpq", "auto"):
+        raise _fail(f"--index-type must be flat, hnsw, ivf, ivfpq or auto, not {index_type!r}", 2)
+    if engine not in ("local", "ray"):
+        raise _fail(f"--engine must be local or ray, not {engine!r}", 2)
+    if engine == "local" and (address is not None or num_gpus):
+        raise _fail("--address and --num-gpus need --engine ray", 2)
     try:
         config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=model,
                               header=header, glob=glob, workers=workers, prune=prune, index_type=index_type,
-                              redact=redact)
+                              redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
+                              follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
+                              pdf_timeout=pdf_timeout)
     except ValueError as exc:
         raise _fail(str(exc), 2) from None
+    # Ray prints its workers' retries to stdout; they go to stderr, keeping stdout for the report (--json).
+    to_stderr = contextlib.redirect_stdout(sys.stderr) if engine == "ray" else contextlib.nullcontext()
+    if engine == "ray":
+        from contextkit.distributed._cluster import quiet_console
+
+        quiet_console()
     try:
-        with _IngestProgress(disabled=quiet or as_json) as bar:
+        with to_stderr, _IngestProgress(disabled=quiet or as_json) as bar:
             report = run_ingest([str(p) for p in paths], index, config, progress=bar.update)
-    except (IndexFolderError, ValueError, LookupError) as exc:
+    except (RayNotInstalledError, RayClusterError) as exc:
+        raise _fail(str(exc), 2) from None
+    except (IndexFolderError, ValueError, LookupError, RayIngestError) as exc:
         raise _fail(str(exc)) from None
     if as_json:
         out.print_json(report.model_dump_json())

@@ -21,7 +21,16 @@ from pydantic import BaseModel, Field
 from contextkit.chunking import ChunkerConfig, TokenChunker
 from contextkit.embedders import DEFAULT_MODEL, Embedder, EmbeddingReport
 from contextkit.index import Index, IndexMismatchError
-from contextkit.loaders import LoadError, SourceFile, discover_files, file_sha256, load_file
+from contextkit.loaders import (
+    LoadError,
+    LoadLimits,
+    SourceFile,
+    TextStream,
+    discover_files,
+    file_sha256,
+    load_file,
+    open_text_stream,
+)
 from contextkit.records import Chunk, Document
 
 __all__ = ["FileFailure", "IngestConfig", "IngestEvent", "IngestReport", "ingest"]
@@ -37,14 +46,22 @@ class IngestConfig(BaseModel):
     tokenizer: str | None = None
     header: str | None = None
     model: str | None = None
-    index_type: Literal["flat", "hnsw", "ivf", "auto"] = "flat"
+    index_type: Literal["flat", "hnsw", "ivf", "ivfpq", "auto"] = "flat"
     glob: str | None = None
     workers: int = Field(1, ge=1)
     prune: bool = False
     batch_chunks: int = Field(512, ge=1, description="chunks embedded and committed together")
     device: str = "auto"
-    embed_batch_size: int = Field(64, ge=1)
+    embed_batch_size: int | None = Field(None, ge=1, description="texts per model call (None: 512 on CUDA, else 64)")
     redact: bool | None = Field(None, description="mask PII before chunking (None: as the index was built)")
+    follow_symlinks: bool = Field(False, description="follow symlinks leading outside the folders named")
+    stream_above_bytes: int = Field(64 << 20, ge=0, description="text files larger than this are streamed")
+    stream_block_bytes: int = Field(1 << 20, ge=1, description="bytes read (and chars windowed) at a time when streaming")
+    max_parse_bytes: int = Field(256 << 20, ge=1, description="HTML/PDF files larger than this are reported, not parsed")
+    pdf_timeout: float | None = Field(60.0, gt=0, description="seconds one PDF may take to parse (None: no limit)")
+    engine: Literal["local", "ray"] = Field("local", description="ray: load, chunk and embed on a Ray cluster")
+    ray_address: str | None = Field(None, description="engine='ray': auto, HOST:6379 or ray://HOST:10001")
+    num_gpus: float = Field(0, ge=0, description="engine='ray': GPUs for embedding actors (0: CPUs)")
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> IngestConfig:
@@ -52,8 +69,9 @@ class IngestConfig(BaseModel):
         from contextkit.config import load_config
 
         table = dict(load_config(path).get("ingest", {}))
-        if "overlap" in table:
-            table["chunk_overlap"] = table.pop("overlap")
+        for cli_name, field_name in (("overlap", "chunk_overlap"), ("address", "ray_address")):
+            if cli_name in table:
+                table[field_name] = table.pop(cli_name)
         table.pop("index", None)
         return cls(**{**table, **overrides})
 
@@ -126,6 +144,10 @@ class _Pending:
     documents: list[Document] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     is_new: bool = True
+    replace: bool = True  # delete the file's old records first (False: a later part of a streamed file)
+    complete: bool = True  # the file's last part: record its hash (False: more parts follow)
+    n_chars: int | None = None  # length of a streamed document's text (its Document holds none)
+    n_documents: int = 0  # documents in the earlier parts of a streamed file
 
 
 def _open_index(index_dir: Path, config: IngestConfig,
@@ -176,15 +198,21 @@ def ingest(
 
     Bad inputs never stop the run: they are listed in ``report.failures``. Pass an
     ``embedder`` to reuse a loaded model across calls (a notebook, a service);
-    it must be the index's model.
+    it must be the index's model. ``engine="ray"`` loads, chunks and embeds on a Ray
+    cluster (``contextkit.distributed``): the same index, written here; each worker loads its own model.
     """
     config = (config or IngestConfig()).model_copy(update=overrides)
+    run_batches = _run_batches
+    if config.engine == "ray":  # connects first: an unreachable cluster leaves no index behind
+        from contextkit.distributed import ray_batches
+
+        run_batches = ray_batches(config)
     notify = progress or (lambda event: None)
     index_dir = Path(index_dir)
     clock = _Clock()
     report = IngestReport(index=str(index_dir))
     with clock("discover"):
-        sources, errors = discover_files(paths, config.glob)
+        sources, errors = discover_files(paths, config.glob, config.follow_symlinks)
     report.failures += [FileFailure(path=e.path, reason=e.reason) for e in errors]
     report.files_seen = len(sources)
     given_cache = embedder.cache if embedder is not None else None
@@ -205,7 +233,7 @@ def ingest(
                 else:
                     todo.append(_Pending(src, sha, size, is_new=src.doc_id not in known))
         notify(IngestEvent("plan", files=len(todo)))
-        _run_batches(todo, index, embedder, chunker, config, report, notify, clock)
+        run_batches(todo, index, embedder, chunker, config, report, notify, clock)
         if config.prune:
             _prune(index, sources, known, errors, report)
         with clock("save"):
@@ -219,16 +247,46 @@ def ingest(
 
 
 def _run_batches(todo, index, embedder, chunker, config, report, notify, clock) -> None:
-    """Load files in groups, chunk each group at once (in parallel with ``workers``), commit in batches."""
+    """Load files in groups, chunk each group at once (in parallel with ``workers``), commit in batches.
+
+    A file above ``config.stream_above_bytes`` is streamed instead (:mod:`contextkit._ingest_stream`): JSONL
+    record by record, text window by window, unless the index redacts (PII redaction needs the
+    whole text) or the tokenizer has no stable boundaries (then exact windowing is impossible).
+    """
     batch: list[_Pending] = []
     group: list[_Pending] = []
     group_chars = 0
     # Enough text per group to keep every chunking worker busy, bounded for memory.
     group_target = config.batch_chunks * 4 * 256 * max(1, config.workers)
     redactor = _redactor() if index.manifest.redact else None
-    for position, item in enumerate(todo):
+    limits = LoadLimits(max_parse_bytes=config.max_parse_bytes, pdf_timeout=config.pdf_timeout)
+    can_stream = redactor is None and chunker.tokenizer.stable_mask("a b") is not None
+
+    def chunk_group() -> None:
+        nonlocal group, group_chars, batch
+        if group:
+            with clock("chunk"):
+                batch += _chunk_group(group, chunker, config.workers, report)
+            group, group_chars = [], 0
+
+    for item in todo:
+        stream = None
+        if item.size > config.stream_above_bytes:
+            if item.source.path.suffix.lower() == ".jsonl":  # record by record: any tokenizer, redaction too
+                stream = TextStream(item.source, config.stream_block_bytes)
+            elif can_stream:
+                stream = open_text_stream(item.source, config.stream_block_bytes)
+        if stream is not None:
+            chunk_group()
+            if batch:
+                _commit_batch(batch, index, embedder, report, notify, clock)
+                batch = []
+            from contextkit._ingest_stream import stream_file
+
+            stream_file(item, stream, index, embedder, chunker, config, report, notify, clock, redactor)
+            continue
         with clock("load"):
-            result = load_file(item.source)
+            result = load_file(item.source, limits)
         report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
         if result.documents or not result.errors:
             item.documents = result.documents
@@ -237,13 +295,12 @@ def _run_batches(todo, index, embedder, chunker, config, report, notify, clock) 
                     item.documents = _redact(item.documents, redactor, report)
             group.append(item)
             group_chars += sum(len(d.text) for d in result.documents)
-        if group and (group_chars >= group_target or position == len(todo) - 1):
-            with clock("chunk"):
-                batch += _chunk_group(group, chunker, config.workers, report)
-            group, group_chars = [], 0
-            if sum(len(i.chunks) for i in batch) >= config.batch_chunks or position == len(todo) - 1:
-                _commit_batch(batch, index, embedder, report, notify, clock)
-                batch = []
+        if group_chars >= group_target:
+            chunk_group()
+        if sum(len(i.chunks) for i in batch) >= config.batch_chunks:
+            _commit_batch(batch, index, embedder, report, notify, clock)
+            batch = []
+    chunk_group()
     if batch:
         _commit_batch(batch, index, embedder, report, notify, clock)
 
@@ -300,26 +357,31 @@ def _commit_batch(batch: list[_Pending], index: Index, embedder: Embedder, repor
             offset = 0
             for item in batch:
                 key = item.source.doc_id
-                report.chunks_removed += index.delete_file(key)
+                if item.replace:
+                    report.chunks_removed += index.delete_file(key)
                 for doc in item.documents:
-                    index.store.put_document(doc.id, key, doc.source, item.sha256, len(doc.text), doc.metadata)
+                    n_chars = len(doc.text) if item.n_chars is None else item.n_chars
+                    index.store.put_document(doc.id, key, doc.source, item.sha256, n_chars, doc.metadata)
                 n = len(item.chunks)
                 index.add_chunks(item.chunks, vectors[offset : offset + n], keys[offset : offset + n],
                                  store_vectors=False)
                 offset += n
-                index.store.put_file(key, item.sha256, item.size, len(item.documents))
+                if item.complete:
+                    index.store.put_file(key, item.sha256, item.size, item.n_documents + len(item.documents))
             index.commit()
         except BaseException:
             index.rollback()
             raise
     for item in batch:
-        report.files_new += item.is_new
-        report.files_changed += not item.is_new
+        if item.complete:
+            report.files_new += item.is_new
+            report.files_changed += not item.is_new
         report.documents += len(item.documents)
         report.chunks_added += len(item.chunks)
         tokens = sum(c.token_count for c in item.chunks)
         report.tokens += tokens
-        notify(IngestEvent("file", files=1, chunks=len(item.chunks), tokens=tokens, path=item.source.doc_id))
+        notify(IngestEvent("file", files=int(item.complete), chunks=len(item.chunks), tokens=tokens,
+                           path=item.source.doc_id))
 
 
 def _prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors: list[LoadError],
@@ -330,14 +392,18 @@ def _prune(index: Index, sources: list[SourceFile], known: dict[str, str], error
         return
     present = {s.doc_id for s in sources}
     gone = [path for path in known if path not in present]
-    if not gone:
+    # Parts of a streamed file whose run was killed (no hash recorded) and that is no longer an input.
+    unfinished = [row[0] for row in index.store.db.execute(
+        "SELECT DISTINCT file FROM documents WHERE file IS NOT NULL AND file NOT IN (SELECT path FROM files)")
+        if row[0] not in present]
+    if not gone and not unfinished:
         return
     index.begin()
-    for path in gone:
+    for path in gone + unfinished:
         report.chunks_removed += index.delete_file(path)
     index.store.drop_unused_vectors()
     index.commit()
-    report.files_removed = len(gone)
+    report.files_removed = len(gone) + len(unfinished)
 
 
 class _Clock:

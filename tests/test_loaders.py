@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from contextkit.loaders import (
     SUPPORTED_SUFFIXES,
     LoadError,
+    LoadLimits,
     SourceFile,
     discover_files,
     file_sha256,
@@ -59,9 +60,10 @@ def ids(files: list[SourceFile]) -> list[str]:
     return [f.doc_id for f in files]
 
 
-def make_pdf(text: str | None = "Hello PDF world", title: str | None = "Test Title") -> bytes:
-    """A minimal valid one-page PDF with a Helvetica font and a correct xref table."""
-    content = f"BT /F1 12 Tf 72 712 Td ({text}) Tj ET".encode() if text else b""
+def make_pdf(text: str | None = "Hello PDF world", title: str | None = "Test Title", ops: int = 1) -> bytes:
+    """A minimal valid one-page PDF with a Helvetica font and a correct xref table
+    (``ops`` repeats the show-text operator: many make a page slow to extract)."""
+    content = (b"BT /F1 12 Tf 72 712 Td" + f" ({text}) Tj".encode() * ops + b" ET") if text else b""
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -203,7 +205,8 @@ class TestDiscoverFiles:
         assert [f.path.name for f in files] == ["ok.md"]
         assert len(errors) == 1
         assert errors[0].path.endswith("root/leak.md")
-        assert errors[0].reason == f"symlink points outside {(tmp_path / 'root').resolve()}"
+        assert errors[0].reason == (
+            f"symlink points outside {(tmp_path / 'root').resolve()} (not followed unless --follow-symlinks)")
 
     def test_directory_symlink_escaping_root_not_followed(self, tmp_path: Path) -> None:
         write(tmp_path / "outside/secret.md", "secret")
@@ -240,6 +243,42 @@ class TestDiscoverFiles:
         files, errors = discover_files([tmp_path / "alias"])
         assert errors == []
         assert files[0].doc_id == f"{(tmp_path / 'alias').as_posix()}/a.md"
+
+    def test_relative_dotdot_symlinks_leading_outside_are_reported(self, tmp_path: Path) -> None:
+        write(tmp_path / "outside/secret.md", "secret")
+        write(tmp_path / "outside/more/deep.md", "deep")
+        write(tmp_path / "root/sub/ok.md", "ok")
+        (tmp_path / "root/sub/leak.md").symlink_to("../../outside/secret.md")
+        (tmp_path / "root/sub/up").symlink_to("../../outside", target_is_directory=True)
+        files, errors = discover_files([tmp_path / "root"])
+        assert [f.path.name for f in files] == ["ok.md"]
+        assert sorted(e.path.rsplit("/", 1)[-1] for e in errors) == ["leak.md", "up"]
+        assert all("points outside" in e.reason and "--follow-symlinks" in e.reason for e in errors)
+
+    def test_follow_symlinks_takes_links_outside(self, tmp_path: Path) -> None:
+        write(tmp_path / "outside/secret.md", "secret")
+        write(tmp_path / "outside/more/deep.md", "deep")
+        write(tmp_path / "root/ok.md", "ok")
+        (tmp_path / "root/leak.md").symlink_to("../outside/secret.md")
+        (tmp_path / "root/up").symlink_to("../outside", target_is_directory=True)
+        (tmp_path / "outside/more/loop").symlink_to("..", target_is_directory=True)  # a cycle outside the root
+        (tmp_path / "outside/back").symlink_to(tmp_path / "root", target_is_directory=True)  # back inside
+        files, errors = discover_files([tmp_path / "root"], follow_symlinks=True)
+        prefix = (tmp_path / "root").as_posix()
+        assert errors == []
+        assert ids(files) == [f"{prefix}/{rel}" for rel in ["leak.md", "ok.md", "up/more/deep.md"]]
+        # the file is reached twice (leak.md and up/secret.md): listed once, under the first id in walk order
+        assert files[0].path == (tmp_path / "outside/secret.md").resolve()
+
+    def test_follow_symlinks_keeps_glob_and_broken_link_rules(self, tmp_path: Path) -> None:
+        write(tmp_path / "outside/a.md", "a")
+        write(tmp_path / "outside/b.txt", "b")
+        write(tmp_path / "root/x.md", "x")
+        (tmp_path / "root/ext").symlink_to(tmp_path / "outside", target_is_directory=True)
+        (tmp_path / "root/gone.md").symlink_to(tmp_path / "nowhere.md")
+        files, errors = discover_files([tmp_path / "root"], glob="*.md", follow_symlinks=True)
+        assert [f.doc_id.rsplit("root/", 1)[1] for f in files] == ["ext/a.md", "x.md"]
+        assert [e.reason for e in errors] == ["broken symlink (missing target or a loop)"]
 
     def test_supported_suffixes(self) -> None:
         for suffix in (".txt", ".md", ".rst", ".html", ".pdf", ".jsonl", ".py", ".ts", ".go"):
@@ -421,6 +460,53 @@ class TestLoadPdf:
             writer.write(fh)
         assert load_error(path).reason.startswith("encrypted PDF")
 
+
+    def test_worker_is_reused_across_files(self, tmp_path: Path) -> None:
+        from contextkit.loaders import pdf
+
+        load_one(write(tmp_path / "a.pdf", make_pdf()))
+        first = pdf._worker._proc
+        load_one(write(tmp_path / "b.pdf", make_pdf(text="Second")))
+        assert first is not None and pdf._worker._proc is first and first.poll() is None
+
+    def test_hanging_parser_is_killed_and_replaced(self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        from contextkit.loaders import pdf
+
+        path = write(tmp_path / "hang.pdf", make_pdf())
+        monkeypatch.setattr(pdf, "_worker_delay", 30.0)  # the worker sleeps as if pypdf looped
+        started = time.monotonic()
+        result = load_file(source_for(path, "docs/hang.pdf"), LoadLimits(pdf_timeout=0.5))
+        assert time.monotonic() - started < 10
+        assert result.errors == [LoadError("docs/hang.pdf", "PDF parsing exceeded 0.5 s time limit")]
+        monkeypatch.setattr(pdf, "_worker_delay", 0.0)
+        assert "Hello PDF world" in load_one(path).text  # a fresh worker: the run goes on
+
+    def test_slow_content_stream_hits_the_time_limit(self, tmp_path: Path) -> None:
+        """A real hostile file: 600 KB of text operators on one page keep pypdf busy for seconds."""
+        path = write(tmp_path / "bomb.pdf", make_pdf(text="a", ops=40_000))
+        result = load_file(source_for(path), LoadLimits(pdf_timeout=0.3))
+        assert [e.reason for e in result.errors] == ["PDF parsing exceeded 0.3 s time limit"]
+        assert "Hello PDF world" in load_one(write(tmp_path / "ok.pdf", make_pdf())).text
+
+    def test_in_process_parsing_when_no_limit(self, tmp_path: Path) -> None:
+        path = write(tmp_path / "hello.pdf", make_pdf())
+        result = load_file(source_for(path), LoadLimits(pdf_timeout=None))
+        assert "Hello PDF world" in result.documents[0].text
+
+
+class TestSizeLimits:
+    @pytest.mark.parametrize("name, kind", [("big.html", "HTML"), ("big.pdf", "PDF")])
+    def test_html_and_pdf_above_the_limit_are_reported(self, tmp_path: Path, name: str, kind: str) -> None:
+        path = write(tmp_path / name, b"<p>x</p>" * 25_000 if kind == "HTML" else make_pdf() * 400)
+        assert load_file(source_for(path, name)).documents  # under the default limit it is parsed
+        assert load_file(source_for(path, name), LoadLimits(max_parse_bytes=100_000)).errors == [
+            LoadError(name, f"file too large for {kind} parsing ({path.stat().st_size / (1 << 20):.1f} MiB > "
+                            "0.1 MiB limit)")]
+
+    def test_text_files_have_no_parse_limit(self, tmp_path: Path) -> None:
+        path = write(tmp_path / "big.txt", "word " * 300_000)
+        result = load_file(source_for(path), LoadLimits(max_parse_bytes=1024))
+        assert result.errors == [] and len(result.documents[0].text) == 1_500_000
 
 class TestLoadJsonl:
     def test_beir_records(self, tmp_path: Path) -> None:

@@ -1,0 +1,100 @@
+"""Windowed chunking for :meth:`TokenChunker.chunk_stream`: the greedy cut of
+:mod:`contextkit.chunking`, walked over a text too large to encode at once.
+
+Why the result equals chunking the whole text: each window starts and ends on a
+stable boundary (the pre-tokenizer always restarts there), so its encoding is
+exactly a slice of the whole text's; boundary levels at its edges are computed
+with the neighbouring characters; and the walk stops before any decision that
+would look past the window's end (a decision looks at most one chunk ahead).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from contextkit.chunking import _levels, _walk
+from contextkit.tokenizers import Tokenizer, _code_points
+
+
+def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: int, min_fill: float,
+                  window_chars: int) -> Iterator[tuple[int, str, int, str]]:
+    """``(start, text, tokens, char before start)`` of each span of the joined ``blocks``.
+
+    ``raw`` holds the text from ``base`` (a stable boundary) on; each round encodes
+    a window of it that ends on a stable boundary, walks the greedy cut as far as
+    the window allows, then drops the text before the last stable boundary at or
+    before the next chunk's start.
+    """
+    import numpy as np
+
+    it = iter(blocks)
+    raw, base, before, s_at, eof, want = "", 0, "", 0, False, window_chars
+    while True:
+        while not eof and len(raw) - s_at < want:
+            block = next(it, None)
+            if block is None:
+                eof = True
+            else:
+                raw += block
+        if eof:
+            w_end = len(raw)
+        else:
+            w_end = _last_stable(tok, raw, s_at + 1)
+            if w_end is None:  # no stable boundary after the chunk start yet: read more
+                want *= 2
+                continue
+        window = raw[:w_end]
+        ids, ends = tok.encode_with_offsets(window)
+        pos, tix, level, stable = _window_candidates(tok, window, ends, before, raw[w_end : w_end + 1])
+        s = int(np.searchsorted(pos, s_at))
+        walk = _walk(tok, window, pos, tix, level, stable, len(ids), budget, overlap, min_fill, s, complete=eof)
+        moved = False
+        while True:
+            try:
+                a, b, count = next(walk)
+            except StopIteration as stop:
+                stopped = stop.value
+                break
+            moved = True
+            yield base + a, window[a:b], count, window[a - 1] if a else before[-1:]
+        if stopped is None:
+            return
+        want = window_chars if moved else want * 2
+        keep = int(pos[np.flatnonzero(stable[: stopped + 1])[-1]])  # a stable boundary at or before it
+        before = (before + raw[max(0, keep - 3) : keep])[-3:]
+        raw, base, s_at = raw[keep:], base + keep, int(pos[stopped]) - keep
+
+
+def _last_stable(tok: Tokenizer, text: str, lo: int) -> int | None:
+    """The last stable boundary ``p`` of ``text`` with ``lo <= p < len(text)`` (the mask needs ``text[p]``)."""
+    import numpy as np
+
+    tail = 1 << 16
+    while True:
+        start = max(lo, len(text) - tail)
+        if start >= len(text):
+            return None
+        piece = text[start - 1 :]  # one character before: the mask at p looks at text[p - 1]
+        hits = np.flatnonzero(tok.stable_mask(piece)[1 : len(piece)])
+        if len(hits):
+            return start + int(hits[-1])
+        if start == lo:
+            return None
+        tail *= 4
+
+
+def _window_candidates(tok: Tokenizer, window: str, ends, before: str, after: str):
+    """:func:`_candidates` for a window of a longer text: ``before`` (up to three characters) and
+    ``after`` (one) are its neighbours, so boundary levels at its edges are those of the whole text."""
+    import numpy as np
+
+    cp = _code_points(window)
+    valid = ends >= 0
+    pos = np.concatenate(([0], ends[valid]))
+    tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
+    stable = tok.stable_mask(window, cp)[pos]
+    stable[0] = True
+    stable[pos == len(window)] = True
+    lv = _levels(_code_points(before + window + after), pos + len(before))
+    level = np.where(stable, 1.0 + lv, lv / 10.0).astype(np.float32)
+    return pos, tix, level, stable

@@ -1,0 +1,51 @@
+"""Ingestion on a Ray cluster: ``ingest(..., engine="ray")`` and ``contextkit ingest --engine ray``.
+
+The only place in contextkit that imports Ray, and only inside functions: importing
+this package costs nothing and works without Ray installed. The driver (the process
+that calls :func:`contextkit.ingest`) plans the run exactly as local ingestion does
+(same file hashes, same prune rules) and commits into the one index folder through
+the normal :class:`~contextkit.index.Index` API; Ray Data only does the work in
+between: load + chunk on CPU tasks, embed in an actor pool holding one model per
+actor (on GPUs when asked). See ``docs/ray.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+__all__ = ["RayClusterError", "RayIngestError", "RayNotInstalledError", "ray_batches"]
+
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.distributed._pipeline import RayBatches
+    from contextkit.ingestion import IngestConfig
+
+INSTALL_HINT = "pip install 'contextkit[ray]'"
+
+
+class RayNotInstalledError(ImportError):
+    """``engine="ray"`` was asked for and Ray is not installed (the message says how to install it)."""
+
+
+class RayClusterError(ConnectionError):
+    """The Ray cluster cannot be reached or cannot run the job (no GPUs where GPUs were asked for)."""
+
+
+class RayIngestError(RuntimeError):
+    """The Ray job failed past its retries; the index holds only the whole files committed before.
+
+    Re-running the same ingestion does what is missing (nothing committed is redone).
+    """
+
+
+def ray_batches(config: IngestConfig) -> RayBatches:
+    """Connect to Ray now (before any index is created) and return the batch runner for ``ingest``.
+
+    Raises :class:`RayNotInstalledError` without Ray and :class:`RayClusterError` when the
+    cluster at ``config.ray_address`` cannot be reached.
+    """
+    from contextkit.distributed._pipeline import RayBatches
+
+    if config.redact:
+        raise ValueError("--redact is not supported with engine='ray' yet (placeholders are numbered across "
+                         "files in one session, which workers do not share): ingest with engine='local'")
+    return RayBatches(config)

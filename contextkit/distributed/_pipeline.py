@@ -1,0 +1,206 @@
+"""The driver side: a Ray Data pipeline whose results are committed like local ingestion's.
+
+``ingestion.ingest`` plans the run (discovery, file hashes, what changed) and calls the
+runner here in place of its local ``_run_batches``. The runner builds
+
+    from_items(files) -> map_batches(load_and_chunk)      CPU tasks, retried
+                      -> map_batches(EmbedActor)          actor pool, one model per actor
+                      -> iter_rows() on the driver        in input order
+
+and hands each file, whole, to ``ingestion._commit_batch``: the same transactions, report
+counts and progress events as a local run, so the folder, its manifest, checksums, lock
+and resume behaviour are the local ones. Why the driver commits rather than workers
+writing shards: the index is one SQLite store plus derived files; a single writer needs
+no merge step, and a crash can only ever leave whole, committed files.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from contextkit.distributed import RayIngestError
+from contextkit.distributed._cluster import check_gpus, connect, plan_actors
+from contextkit.distributed._workers import EmbedActor, fault_hook, load_and_chunk
+from contextkit.embedders import EmbeddingReport
+from contextkit.index import Index
+from contextkit.ingestion import FileFailure, IngestConfig, IngestEvent, IngestReport, _commit_batch, _Pending
+from contextkit.loaders import LoadLimits
+from contextkit.records import Chunk, Document
+
+log = logging.getLogger(__name__)
+
+#: Bounded retries: Ray Data's defaults retry forever, which turns a file that always
+#: kills its worker (out of memory, say) into a job that never ends.
+TASK_RETRIES = 3
+ACTOR_RESTARTS = 3
+
+
+class RayBatches:
+    """Runs one ingestion's files through Ray; built (and connected) before the index is opened."""
+
+    def __init__(self, config: IngestConfig) -> None:
+        self.ray = connect(config.ray_address)
+        self.num_gpus = config.num_gpus
+        check_gpus(self.ray, self.num_gpus)
+
+    def __call__(self, todo: list[_Pending], index: Index, embedder: Any, chunker: Any, config: IngestConfig,
+                 report: IngestReport, notify: Callable[[IngestEvent], None], clock: Any) -> None:
+        if index.manifest.redact:
+            raise ValueError(f"{index.path}: built with --redact, which engine='ray' does not support yet; "
+                             "ingest it with engine='local'")
+        if not todo:
+            return
+        ray = self.ray
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        per_block = max(1, min(32, math.ceil(len(todo) / (4 * cpus))))
+        blocks = math.ceil(len(todo) / per_block)
+        actors, gpus = plan_actors(ray, self.num_gpus, blocks)
+        settings = index.manifest.embedder
+        device = "cuda" if gpus > 0 else ("cpu" if config.device == "auto" else config.device)
+        context = ray.data.DataContext.get_current()
+        saved = (context.execution_options.preserve_order, context.enable_progress_bars)
+        context.execution_options.preserve_order = True  # commits in the local order: the same rowids
+        context.enable_progress_bars = False  # the library logs; the CLI draws the one bar
+        try:
+            items = [{"doc_id": p.source.doc_id, "path": str(p.source.path), "sha256": p.sha256,
+                      "known": json.dumps([] if p.is_new else _vector_keys(index, p.source.doc_id))} for p in todo]
+            ds = ray.data.from_items(items, override_num_blocks=blocks)
+            with warnings.catch_warnings():  # retry limits have no named parameter yet (Ray 2.60)
+                warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
+                limits = LoadLimits(max_parse_bytes=config.max_parse_bytes, pdf_timeout=config.pdf_timeout)
+                ds = ds.map_batches(load_and_chunk, batch_size=per_block, batch_format="numpy",
+                                    fn_kwargs={"chunker": json.dumps(chunker.to_dict()),
+                                               "limits": limits.model_dump_json()},
+                                    max_retries=TASK_RETRIES)
+                ds = ds.map_batches(
+                    EmbedActor, batch_size=per_block, batch_format="numpy",
+                    compute=ray.data.ActorPoolStrategy(size=actors), num_gpus=gpus or None,
+                    max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES,
+                    fn_constructor_kwargs={"model": index.manifest.model, "device": device,
+                                           "batch_size": config.embed_batch_size,
+                                           "long_text": settings.get("long_text", "window"), "expect": settings,
+                                           **fault_hook()})
+            log.info("ray: %d files in %d blocks, %d embedding actor(s), %g GPU each", len(todo), blocks, actors, gpus)
+            self._commit_rows(ds, todo, index, config, report, notify, clock)
+        finally:
+            context.execution_options.preserve_order, context.enable_progress_bars = saved
+
+    def _commit_rows(self, ds: Any, todo: list[_Pending], index: Index, config: IngestConfig, report: IngestReport,
+                     notify: Callable[[IngestEvent], None], clock: Any) -> None:
+        """Commit files as they come back, in batches of about ``config.batch_chunks`` chunks."""
+        waiting = {p.source.doc_id: p for p in todo}
+        arrived = _Arrived(index)
+        batch: list[_Pending] = []
+        committed = 0
+        try:
+            for row in _rows(ds, clock):
+                item = waiting.pop(str(row["doc_id"]), None)
+                if item is None:  # seen already (a block delivered twice): that file is committed once
+                    log.warning("ray: %s came back twice; kept once", row["doc_id"])
+                    continue
+                payload = json.loads(str(row["payload"]))
+                report.failures += [FileFailure(**f) for f in payload["failures"]]
+                arrived.add_report(str(row["report"]))
+                if not payload["keep"]:
+                    continue
+                item.documents = [Document.from_dict(d) for d in payload["documents"]]
+                item.chunks = [Chunk.from_dict(c) for c in payload["chunks"]]
+                report.empty_documents += payload["empty_documents"]
+                arrived.add(item.chunks, json.loads(str(row["keys"])), row["vectors"], json.loads(str(row["cached"])))
+                batch.append(item)
+                if sum(len(i.chunks) for i in batch) >= config.batch_chunks:
+                    _commit_batch(batch, index, arrived, report, notify, clock)
+                    committed += len(batch)
+                    batch = []
+            if batch:
+                _commit_batch(batch, index, arrived, report, notify, clock)
+                committed += len(batch)
+        except _JobFailed as failed:
+            raise RayIngestError(
+                f"the Ray job failed after {committed} of {len(todo)} changed files were committed: {failed}. "
+                f"The index holds those whole files only; run the same ingestion again to finish "
+                f"(committed files are not redone)") from failed.__cause__
+        if waiting:
+            raise RayIngestError(f"{len(waiting)} file(s) never came back from the Ray job (e.g. "
+                                 f"{next(iter(waiting))}); {committed} were committed; run the ingestion again")
+
+
+def _vector_keys(index: Index, file: str) -> list[str]:
+    """The vector keys of a changed file's current chunks: text that did not change is not re-embedded."""
+    rows = index.store.db.execute(
+        "SELECT DISTINCT c.vector_key FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.file = ?", (file,))
+    return [r[0] for r in rows]
+
+
+class _JobFailed(Exception):
+    """Internal: the Ray Data iteration raised (past its retries)."""
+
+
+def _rows(ds: Any, clock: Any) -> Iterator[dict[str, Any]]:
+    """The dataset's rows; Ray's failures become :class:`_JobFailed`, time waited goes to ``seconds['ray']``."""
+    rows = iter(ds.iter_rows())
+    while True:
+        t0 = time.perf_counter()
+        try:
+            row = next(rows)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 - Ray raises many types (task, actor, object lost, user code)
+            first = str(exc).strip().splitlines()
+            raise _JobFailed(f"{type(exc).__name__}: {first[-1] if first else ''}") from exc
+        finally:
+            clock.totals["ray"] = clock.totals.get("ray", 0.0) + time.perf_counter() - t0
+        yield row
+
+
+class _Arrived:
+    """Stands in for the Embedder in ``ingestion._commit_batch``: the vectors were computed on workers.
+
+    Like the Embedder with the store as its cache, :meth:`embed` writes the vectors to
+    the store first (``_commit_batch`` then adds chunks that point at them).
+    """
+
+    def __init__(self, index: Index) -> None:
+        self.store = index.store
+        self.dim = index.manifest.dim
+        self.keys: dict[str, str] = {}
+        self.vectors: dict[str, np.ndarray] = {}
+        self.pending_report = EmbeddingReport()
+        self.last_report = EmbeddingReport()
+
+    def add(self, chunks: list[Chunk], keys: list[str], blob: bytes, cached: list[str]) -> None:
+        vectors = np.frombuffer(blob, dtype=np.float32).reshape(len(chunks), self.dim)
+        stored = self.store.get_vectors(cached)  # the workers' cache hits: vectors the index holds
+        if len(stored) != len(set(cached)):  # pragma: no cover - we hold the index's lock
+            raise RuntimeError(f"{chunks[0].doc_id}: a vector the workers took from the index is gone")
+        for chunk, key, vector in zip(chunks, keys, vectors, strict=True):
+            vector = stored.get(key, vector)
+            self.keys[chunk.embedding_text] = key
+            self.vectors[key] = vector
+
+    def add_report(self, text: str) -> None:
+        if text:
+            self.pending_report.add(EmbeddingReport.model_validate_json(text))
+
+    def cache_key(self, text: str) -> str:
+        return self.keys[text]
+
+    def embed(self, texts: list[str], progress: Callable[[int], None] | None = None,
+              keys: list[str] | None = None) -> np.ndarray:
+        keys = keys if keys is not None else [self.keys[t] for t in texts]
+        out = np.stack([self.vectors[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
+        self.store.put_vectors({k: self.vectors[k] for k in keys})
+        if progress:
+            progress(len(keys))
+        self.last_report, self.pending_report = self.pending_report, EmbeddingReport()
+        self.keys.clear()
+        self.vectors.clear()
+        return out

@@ -1,0 +1,122 @@
+"""Records and helpers shared by the format loaders: errors as values, strict decoding, limits."""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from contextkit.records import Document
+
+_PROSE_FORMATS = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".rst": "rst"}
+#: Source-code and config suffixes, loaded as text with format "code" and this language.
+_CODE_LANGUAGES = {
+    ".py": "python", ".pyi": "python", ".js": "javascript", ".jsx": "javascript",
+    ".mjs": "javascript", ".ts": "typescript", ".tsx": "typescript", ".java": "java",
+    ".c": "c", ".h": "c", ".cpp": "cpp", ".hpp": "cpp", ".cc": "cpp", ".cxx": "cpp",
+    ".go": "go", ".rs": "rust", ".rb": "ruby", ".php": "php", ".cs": "csharp",
+    ".swift": "swift", ".kt": "kotlin", ".scala": "scala", ".sh": "shell",
+    ".bash": "shell", ".sql": "sql", ".toml": "toml", ".yaml": "yaml", ".yml": "yaml",
+    ".json": "json", ".css": "css", ".ini": "ini", ".cfg": "ini",
+}
+_HTML_SUFFIXES = frozenset({".html", ".htm"})
+#: Suffixes (lower-case) taken when walking a directory.
+SUPPORTED_SUFFIXES: frozenset[str] = frozenset(
+    {*_PROSE_FORMATS, *_CODE_LANGUAGES, *_HTML_SUFFIXES, ".pdf", ".jsonl"}
+)
+_BINARY_SNIFF = 8192
+_UTF8_BOM = b"\xef\xbb\xbf"
+MiB = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class LoadError:
+    """A file that could not be (fully) loaded, as a value for the end-of-run report."""
+
+    path: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A file to load: its resolved absolute ``path`` and its stable ``doc_id``."""
+
+    path: Path
+    doc_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadResult:
+    """What one file yielded; both lists may be non-empty (partial JSONL success)."""
+
+    documents: list[Document]
+    errors: list[LoadError]
+
+
+class LoadLimits(BaseModel):
+    """Bounds on what one file may cost, so one hostile file cannot stall or exhaust a run.
+
+    HTML and PDF parsers need the whole file in memory (and build trees several
+    times its size), so files above ``max_parse_bytes`` are reported, not parsed.
+    pypdf can loop on crafted files: PDFs are parsed in a worker process that is
+    killed after ``pdf_timeout`` seconds (``None``: parse in this process, no limit).
+    """
+
+    max_parse_bytes: int = Field(256 * MiB, ge=1, description="HTML/PDF files above this are reported as too large")
+    pdf_timeout: float | None = Field(60.0, gt=0, description="seconds one PDF may take to parse; None: no limit")
+
+
+class LoadFailure(Exception):
+    """A file failed while it was being streamed; ``error`` is the value for the report."""
+
+    def __init__(self, error: LoadError) -> None:
+        super().__init__(f"{error.path}: {error.reason}")
+        self.error = error
+
+
+class _Failed(Exception):
+    """Internal: carries a LoadError reason up to :func:`load_file`."""
+
+
+def _os_reason(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "no such file or directory"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, IsADirectoryError):
+        return "is a directory"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0][:120] if text else "") or type(exc).__name__
+
+
+def _sniff_binary(data: bytes) -> None:
+    nul = data.find(b"\x00", 0, _BINARY_SNIFF)
+    if nul >= 0:
+        raise _Failed(f"binary file (NUL byte at offset {nul})")
+
+
+def _bad_byte(encoding: str, bad: int, offset: int) -> _Failed:
+    name = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
+    return _Failed(f"not {name} text: invalid byte 0x{bad:02x} at offset {offset}")
+
+
+def _decode(data: bytes, encoding: str = "utf-8") -> str:
+    """Decode strictly; the text is kept exactly (no newline normalisation) since chunk offsets index it."""
+    _sniff_binary(data)
+    skip = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    if skip:
+        encoding = "utf-8"
+    try:
+        return data[skip:].decode(encoding)
+    except UnicodeDecodeError as exc:
+        raise _bad_byte(encoding, data[skip + exc.start], skip + exc.start) from None
+
+
+def _too_large(size: int, limit: int, kind: str) -> _Failed:
+    return _Failed(f"file too large for {kind} parsing ({size / MiB:.1f} MiB > {limit / MiB:.1f} MiB limit)")

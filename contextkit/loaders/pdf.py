@@ -1,0 +1,152 @@
+"""PDF text through pypdf, parsed in a worker process with a time limit.
+
+pypdf is pure Python and can loop (or crawl for minutes) on a crafted or broken
+file, and a thread cannot be stopped. So PDFs are parsed in one persistent worker
+process, reused across files so the common case costs a pipe round trip, and
+killed and replaced when a file exceeds the limit: the run goes on and the file
+is reported. ``timeout=None`` parses in this process (no limit).
+"""
+
+from __future__ import annotations
+
+import atexit
+import io
+import json
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from contextkit.loaders._common import SourceFile, _Failed, _short
+from contextkit.records import Document
+
+#: Test hook: seconds the worker sleeps before parsing (a stand-in for a parser that hangs).
+_worker_delay = 0.0
+
+
+def _parse(data: bytes) -> tuple[list[str], str | None]:
+    """Pages' text and the title; every failure as :class:`_Failed` with the report's reason."""
+    import pypdf  # lazy: keeps `import contextkit.loaders` fast
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        if reader.is_encrypted and not reader.decrypt(""):
+            raise _Failed("encrypted PDF")
+        pages = [page.extract_text() or "" for page in reader.pages]
+        info = reader.metadata
+        title = info.title if info is not None else None
+    except _Failed:
+        raise
+    except RecursionError:
+        raise _Failed("corrupt PDF: objects nested too deeply") from None
+    except Exception as exc:  # pypdf raises many unrelated types on bad input
+        if isinstance(exc, pypdf.errors.FileNotDecryptedError | pypdf.errors.DependencyError):
+            raise _Failed(f"encrypted PDF ({_short(exc)})") from None
+        raise _Failed(f"corrupt PDF: {_short(exc)}") from None
+    return [str(p) for p in pages], str(title) if isinstance(title, str) else None  # plain str: no pypdf types cross the pipe
+
+
+def _serve() -> None:
+    """The worker's loop (``python -m contextkit.loaders.pdf``): one JSON request a line on stdin,
+    ``{"ok": [pages, title]}``, ``{"error": reason}`` or ``{"os": [errno, strerror]}`` a line on stdout.
+
+    JSON lines over pipes, not multiprocessing: no pickle, and nothing depends on how the
+    parent's ``__main__`` was started (a script, stdin, a notebook).
+    """
+    out = sys.stdout
+    sys.stdout = sys.stderr  # a stray print from a library must not break the protocol
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("delay"):
+            time.sleep(request["delay"])
+        try:
+            reply: dict[str, Any] = {"ok": _parse(Path(request["path"]).read_bytes())}
+        except _Failed as exc:
+            reply = {"error": str(exc)}
+        except OSError as exc:
+            reply = {"os": [exc.errno, exc.strerror or str(exc)]}
+        except MemoryError:
+            reply = {"error": "PDF too large to parse (out of memory)"}
+        out.write(json.dumps(reply) + "\n")
+        out.flush()
+
+
+class PdfWorker:
+    """One parser process, started on first use and replaced after a timeout or a crash."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def parse(self, path: Path, timeout: float) -> tuple[list[str], str | None]:
+        with self._lock:
+            proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
+            assert proc.stdin is not None and proc.stdout is not None
+            try:
+                proc.stdin.write(json.dumps({"path": str(path), "delay": _worker_delay}).encode() + b"\n")
+                proc.stdin.flush()
+                ready, _, _ = select.select([proc.stdout], [], [], timeout)
+                line = proc.stdout.readline() if ready else None
+            except OSError:
+                line = b""
+            if line is None:
+                self.close()
+                raise _Failed(f"PDF parsing exceeded {timeout:g} s time limit")
+            if not line:
+                code = proc.poll()
+                self.close()
+                raise _Failed(f"PDF parser crashed (worker exit code {code})")
+        reply = json.loads(line)
+        if "ok" in reply:
+            pages, title = reply["ok"]
+            return pages, title
+        if "os" in reply:
+            errno, strerror = reply["os"]
+            raise OSError(errno, strerror)
+        raise _Failed(reply["error"])
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        self.close()
+        root = str(Path(__file__).resolve().parents[2])  # where this contextkit is, installed or not
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "contextkit.loaders.pdf"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=env)
+        return self._proc
+
+    def close(self) -> None:
+        """Stop the worker (killed: it may be stuck in a loop)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(5)
+        for pipe in (proc.stdin, proc.stdout):
+            if pipe is not None:
+                pipe.close()
+
+
+_worker = PdfWorker()
+atexit.register(_worker.close)
+
+
+def load_pdf(source: SourceFile, timeout: float | None) -> list[Document]:
+    if timeout is None:
+        pages, title = _parse(source.path.read_bytes())
+    else:
+        pages, title = _worker.parse(source.path, timeout)
+    if not any(page.strip() for page in pages):
+        raise _Failed("PDF has no extractable text (scanned?)")
+    meta: dict[str, Any] = {"format": "pdf", "pages": len(pages)}
+    if title and title.strip():
+        meta["title"] = title.strip()
+    return [Document(source.doc_id, "\n\n".join(pages), str(source.path), meta)]
+
+
+if __name__ == "__main__":
+    _serve()

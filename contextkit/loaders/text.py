@@ -1,0 +1,125 @@
+"""Plain text, Markdown, reStructuredText and source code: whole, or streamed block by block.
+
+The text is kept exactly as in the file (no newline normalisation, only a UTF-8
+BOM dropped) because chunk offsets index it. A file too large to hold in memory
+is read as a :class:`TextStream`: blocks of bytes through an incremental UTF-8
+decoder, so memory is bounded by the block size while errors still name the byte
+offset in the file.
+"""
+
+from __future__ import annotations
+
+import codecs
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextkit.loaders._common import (
+    _BINARY_SNIFF,
+    _CODE_LANGUAGES,
+    _PROSE_FORMATS,
+    _UTF8_BOM,
+    LoadError,
+    LoadFailure,
+    MiB,
+    SourceFile,
+    _bad_byte,
+    _decode,
+    _Failed,
+    _os_reason,
+    _sniff_binary,
+)
+from contextkit.records import Document
+
+#: Suffixes read by this module besides the prose and code ones: anything not HTML, PDF or JSONL.
+_NOT_TEXT = frozenset({".html", ".htm", ".pdf", ".jsonl"})
+
+
+def text_metadata(suffix: str) -> dict[str, Any]:
+    """Document metadata for a text file of this (lower-case) suffix."""
+    if suffix in _CODE_LANGUAGES:
+        return {"format": "code", "language": _CODE_LANGUAGES[suffix]}
+    return {"format": _PROSE_FORMATS.get(suffix, "text")}
+
+
+def load_text(source: SourceFile, data: bytes, suffix: str) -> list[Document]:
+    return [Document(source.doc_id, _decode(data), str(source.path), text_metadata(suffix))]
+
+
+@dataclass
+class TextStream:
+    """A text file read in blocks of ``block_bytes``; iterate :meth:`blocks` for its decoded text.
+
+    Each call to :meth:`blocks` reads the file again from the start, so the ingest
+    pipeline can :meth:`check` a file completely before it writes any of its chunks.
+    Failures (binary, invalid UTF-8 with its byte offset, I/O) raise
+    :class:`LoadFailure`. ``n_chars`` is the length of the text after a full pass.
+    """
+
+    source: SourceFile
+    block_bytes: int = 4 * MiB
+    metadata: dict[str, Any] = field(default_factory=dict)
+    n_chars: int = -1
+
+    def __post_init__(self) -> None:
+        if not self.metadata:
+            self.metadata = text_metadata(self.source.path.suffix.lower())
+
+    @property
+    def doc_id(self) -> str:
+        return self.source.doc_id
+
+    def document(self) -> Document:
+        """The document without its text (id, source, metadata): what a chunk header may use."""
+        return Document(self.source.doc_id, "", str(self.source.path), dict(self.metadata))
+
+    def blocks(self) -> Iterator[str]:
+        try:
+            yield from self._blocks()
+        except _Failed as exc:
+            raise LoadFailure(LoadError(self.doc_id, str(exc))) from None
+        except OSError as exc:
+            raise LoadFailure(LoadError(self.doc_id, _os_reason(exc))) from None
+
+    def _blocks(self) -> Iterator[str]:
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        fed = chars = 0
+        with open(self.source.path, "rb") as fh:
+            data = fh.read(max(self.block_bytes, _BINARY_SNIFF))  # the sniff sees what a whole load sees
+            _sniff_binary(data)
+            if data.startswith(_UTF8_BOM):
+                data, fed = data[len(_UTF8_BOM):], len(_UTF8_BOM)
+            while True:
+                final = not data
+                pending = decoder.getstate()[0]
+                try:
+                    text = decoder.decode(data, final=final)
+                except UnicodeDecodeError as exc:
+                    # exc.object is the bytes held back from the last block followed by this one
+                    raise _bad_byte("utf-8", exc.object[exc.start], fed - len(pending) + exc.start) from None
+                fed += len(data)
+                if text:
+                    chars += len(text)
+                    yield text
+                if final:
+                    break
+                data = fh.read(self.block_bytes)
+        self.n_chars = chars
+
+    def check(self) -> LoadError | None:
+        """Read the whole file once, keeping nothing: the error it would fail with, if any."""
+        try:
+            for _ in self.blocks():
+                pass
+        except LoadFailure as exc:
+            return exc.error
+        return None
+
+
+def open_text_stream(source: SourceFile, block_bytes: int = 4 * MiB) -> TextStream | None:
+    """A :class:`TextStream` over ``source``, or None when its format is not plain text
+    (HTML, PDF and JSONL have loaders of their own)."""
+    suffix = source.path.suffix.lower()
+    if suffix in _NOT_TEXT:
+        return None
+    return TextStream(source, block_bytes)
