@@ -107,6 +107,20 @@ class Prepared:
     batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # (piece indices, int32 ids, int8 mask)
 
 
+def window_pieces(text: str, offsets: Sequence[tuple[int, int]], window: int,
+                  overlap: int) -> Iterator[tuple[str, float]]:
+    """The overlapping windows of a text longer than the model's ``window``: ``(text, weight)``,
+    the weight being the window's token count (its share of the averaged vector). Shared by
+    both embedding paths so they window alike and give the same vectors."""
+    n = len(offsets)
+    size = window - 8  # a margin: a window's text re-tokenises at most a few pieces longer
+    for lo in range(0, n, max(1, size - overlap)):
+        hi = min(lo + size, n)
+        yield text[offsets[lo][0]: offsets[hi - 1][1]], float(hi - lo)
+        if hi == n:
+            return
+
+
 def _prepare(texts: list[str], window: int, overlap: int, truncate: bool, batch: int, pad_id: int,
              max_length: int, tok: tuple[Any, Any] | None = None) -> Prepared:
     """Tokenise a batch of texts once; window the long ones as ``Embedder._windows`` does; pad by length.
@@ -114,8 +128,6 @@ def _prepare(texts: list[str], window: int, overlap: int, truncate: bool, batch:
     ``tok``: the (raw, post) tokenizers; None in a worker process (its own, from :func:`_init_worker`)."""
     raw, post = tok if tok is not None else (_RAW, _POST)
     enc = raw.encode_batch(texts, add_special_tokens=False)
-    size = window - 8  # as Embedder._windows: a window's text re-tokenises at most a few pieces longer
-    stride = max(1, size - overlap)
     tokens = np.empty(len(texts), dtype=np.int64)
     windowed = np.zeros(len(texts), dtype=bool)
     ids: list[list[int]] = []
@@ -133,14 +145,10 @@ def _prepare(texts: list[str], window: int, overlap: int, truncate: bool, batch:
             weight.append(1.0)
             continue
         windowed[i] = True
-        spans = e.offsets
-        for lo in range(0, n, stride):
-            hi = min(lo + size, n)
-            pieces.append(text[spans[lo][0]: spans[hi - 1][1]])
+        for piece, w in window_pieces(text, e.offsets, window, overlap):
+            pieces.append(piece)
             piece_owner.append(i)
-            piece_weight.append(float(hi - lo))
-            if hi == n:
-                break
+            piece_weight.append(w)
     if pieces:
         ids += [e.ids for e in post.encode_batch(pieces, add_special_tokens=True)]
         owner += piece_owner

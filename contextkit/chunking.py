@@ -117,8 +117,8 @@ class TokenChunker:
         doc = Document(id="text", text=document) if isinstance(document, str) else document
         return self._build(doc, *self._plan(doc, header))
 
-    def _plan(self, doc: Document, header: str | None = None) -> tuple[str, list[tuple[int, int, int, int]]]:
-        """The header and ``(start, end, tokens, total_tokens)`` of each chunk."""
+    def _room(self, doc: Document, header: str | None) -> tuple[str, int, int, int]:
+        """The rendered header, its tokens, and the text budget and overlap it leaves a chunk."""
         head = self._render_header(doc, header)
         head_tokens = self.tokenizer.count(head) if head else 0
         if head and head_tokens >= self.chunk_size:
@@ -127,7 +127,11 @@ class TokenChunker:
                 f"in chunk_size={self.chunk_size}; shorten the header template or raise chunk_size"
             )
         budget = self.chunk_size - head_tokens
-        overlap = min(self.chunk_overlap, budget - 1)
+        return head, head_tokens, budget, min(self.chunk_overlap, budget - 1)
+
+    def _plan(self, doc: Document, header: str | None = None) -> tuple[str, list[tuple[int, int, int, int]]]:
+        """The header and ``(start, end, tokens, total_tokens)`` of each chunk."""
+        head, head_tokens, budget, overlap = self._room(doc, header)
         plan = []
         try:
             spans = list(self.split_text(doc.text, budget, overlap))
@@ -199,15 +203,7 @@ class TokenChunker:
         if self.tokenizer.stable_mask("a b") is None:
             yield from self.chunk(Document(doc_id, "".join(blocks), source, doc.metadata), header)
             return
-        head = self._render_header(doc, header)
-        head_tokens = self.tokenizer.count(head) if head else 0
-        if head and head_tokens >= self.chunk_size:
-            raise HeaderTooLargeError(
-                f"document {doc_id!r}: the metadata header alone is {head_tokens} tokens, which leaves no room "
-                f"in chunk_size={self.chunk_size}; shorten the header template or raise chunk_size"
-            )
-        budget = self.chunk_size - head_tokens
-        overlap = min(self.chunk_overlap, budget - 1)
+        head, head_tokens, budget, overlap = self._room(doc, header)
         from contextkit._chunk_stream import stream_spans
 
         spans = stream_spans(self.tokenizer, blocks, budget, overlap, self.config.min_fill, max(1, window_chars))

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel
 
-from contextkit._gpu_embed import EmbeddingMemoryError
+from contextkit._gpu_embed import EmbeddingMemoryError, window_pieces
 
 __all__ = ["DEFAULT_MODEL", "Embedder", "EmbeddingCache", "EmbeddingMemoryError", "EmbeddingReport",
            "default_model_path"]
@@ -409,8 +409,6 @@ class Embedder:
         pieces: list[str] = []
         owner: list[int] = []
         weights: list[float] = []
-        size = window - 8  # a margin: a window's text re-tokenises at most a few pieces longer
-        stride = max(1, size - self.window_overlap)
         for i, (text, spans) in enumerate(zip(texts, enc["offset_mapping"])):
             n = len(spans)
             report.tokens_total += n
@@ -422,11 +420,8 @@ class Embedder:
                 continue
             report.windowed_texts += 1
             report.tokens_seen += n
-            for lo in range(0, n, stride):
-                hi = min(lo + size, n)
-                pieces.append(text[spans[lo][0] : spans[hi - 1][1]])
+            for piece, weight in window_pieces(text, spans, window, self.window_overlap):
+                pieces.append(piece)
                 owner.append(i)
-                weights.append(float(hi - lo))
-                if hi == n:
-                    break
+                weights.append(weight)
         return pieces, np.asarray(owner, dtype=np.int64), np.asarray(weights, dtype=np.float32)
