@@ -297,6 +297,9 @@ def demo(
         ingest(paths=[corpus], index=index, prune=True, quiet=quiet)
         for q in query or DEMO_QUERIES:
             search(q, index=index, k=3, as_json=False)
+        err.print(f"\nnext: a prompt under a budget, with its report:\n"
+                  f"  contextkit assemble \"{(query or DEMO_QUERIES)[0]}\" --index {index} --budget 2000 "
+                  f"--report-html report.html > prompt.txt", highlight=False, markup=False)
         return
     from contextkit.ingestion import ingest as run_ingest
     from contextkit.search import search_index

@@ -20,7 +20,7 @@ DEMO_MODULES = (
     "heapq.py", "bisect.py", "shutil.py", "tempfile.py", "textwrap.py", "fractions.py", "statistics.py",
 )
 DEMO_QUERIES = (
-    "how do I read a whole file as text?",
+    "how do I copy a whole directory tree?",
     "cache the results of an expensive function",
     "median of a list of numbers",
 )
