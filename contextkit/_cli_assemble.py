@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -135,16 +133,9 @@ def _read_text(path: Path) -> str:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside ``path``, then rename: never half a prompt."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".", prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    from contextkit._atomic import write_text_atomic
+
+    write_text_atomic(path, text, newline="")
 
 
 def _print_report(report) -> None:

@@ -115,17 +115,6 @@ tokenizer {html.escape(report.tokenizer)}{'' if report.exact_tokenizer else ' (a
 
 def write_html(path: str | Path, prompt: str, report: AssemblyReport, title: str = "contextkit assembly") -> Path:
     """Write the page atomically (a temporary file, then a rename)."""
-    import os
-    import tempfile
+    from contextkit._atomic import write_text_atomic
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(render_html(prompt, report, title))
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return write_text_atomic(path, render_html(prompt, report, title))
