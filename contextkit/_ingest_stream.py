@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contextkit import ingestion
-from contextkit.chunking import HeaderTooLargeError, TokenChunker
+from contextkit.chunking import ChunkTooSmallError, HeaderTooLargeError, TokenChunker
 from contextkit.index import Index
 from contextkit.loaders import (
     LoadError,
@@ -61,7 +61,7 @@ def stream_file(item: ingestion._Pending, stream: TextStream, index: Index, embe
             ingestion._commit_batch([part], index, embedder, report, notify, clock)
             done.replace, done.n_documents = False, done.n_documents + len(documents)
             tokens += sum(c.token_count for c in chunks)
-    except (LoadFailure, HeaderTooLargeError) as exc:  # the file changed after the check; a header too large
+    except (LoadFailure, HeaderTooLargeError, ChunkTooSmallError) as exc:  # file changed after the check; no room
         if not done.replace:  # take back the parts committed: the file is reported, not half-indexed
             index.begin()
             try:
