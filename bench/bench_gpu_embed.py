@@ -32,9 +32,16 @@ Goal (scale issue): >= 15,000 chunks/s on one H200 in fp16 with vectors equal wi
 tolerance to the fp32 path; falls back to the CPU cleanly; on a CPU the pipeline is not
 slower than sentence-transformers' own ``encode`` (ratio printed).
 
+On a GPU, ``--oom-check`` then provokes a real CUDA out-of-memory error: the process
+may use only 6 GiB of the device (``torch.cuda.set_per_process_memory_fraction``) and
+16,384 chunks go in as one batch; the Embedder must halve the batch until it fits, say
+so once, and give the same vectors.
+
 Run: ``python bench/bench_gpu_embed.py`` (on a GPU: 100,000 chunks; on a CPU: 256), or
 ``--device cpu`` to force the CPU. Flags: ``--n``, ``--batch``, ``--workers``,
-``--repeats``, ``--device``, ``--skip-st``, ``--json FILE``.
+``--repeats``, ``--device``, ``--skip-st``, ``--oom-check``, ``--model DIR`` (default:
+the offline package's folder), ``--peps DIR`` (default ``shared/data/python_peps/peps``),
+``--json FILE``. ``bench/device/`` runs it on a lent GPU machine, which has neither.
 """
 
 from __future__ import annotations
@@ -105,6 +112,57 @@ def tokenise_only(emb: Any, chunks: list[str]) -> int:
     return tokens
 
 
+def _stored_dtype(path: str) -> str:
+    """The dtype of the model's stored weights (bench/device/ ships them as float16 to fit its transfer limit)."""
+    try:
+        from safetensors import safe_open
+
+        with safe_open(str(Path(path) / "model.safetensors"), "pt") as f:
+            return str(f.get_tensor(next(iter(f.keys()))).dtype)
+    except Exception as exc:  # noqa: BLE001 - a hub name or another format: informative only
+        return f"unknown ({type(exc).__name__})"
+
+
+def oom_check(st32: Any, chunks: list[str], ref: np.ndarray, device: str) -> dict[str, Any]:
+    """A real CUDA out-of-memory error: 6 GiB allowed, 16,384 chunks as one batch; the batch must back off."""
+    import logging
+
+    import torch
+
+    from contextkit.embedders import Embedder
+
+    n = min(len(chunks), 16_384)
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(min(1.0, 6 * 2**30 / total), device)
+    messages: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: messages.append(record.getMessage())  # type: ignore[method-assign]
+    logging.getLogger("contextkit").addHandler(handler)
+    emb = Embedder(backend="torch", device=device, precision="fp16", long_text="truncate", batch_size=n)
+    emb._model = st32
+    out: dict[str, Any] = {"chunks": n, "batch asked": n, "memory allowed GiB": 6}
+    try:
+        t0 = time.perf_counter()
+        vecs = emb.embed(chunks[:n])
+        out["seconds"] = time.perf_counter() - t0
+        out["batch kept"] = emb._pipeline_encoder().max_batch
+        out.update(compare(vecs, ref[:n]))
+        out["warnings"] = [m for m in messages if "out of memory" in m]
+        out["ok"] = bool(out["warnings"]) and out["batch kept"] < n and out["min_cosine"] >= 0.999
+    except Exception as exc:  # noqa: BLE001 - the check's result, printed, not a crash of the whole bench
+        out["error"] = f"{type(exc).__name__}: {exc}"
+        out["ok"] = False
+    finally:
+        emb.close()
+        logging.getLogger("contextkit").removeHandler(handler)
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        torch.cuda.empty_cache()
+    print(f"\nout-of-memory check (6 GiB allowed, {n:,} chunks in one batch): "
+          + ("passed" if out["ok"] else "FAILED") + f": {json.dumps(out, default=str)}")
+    return out
+
+
 # ------------------------------------------------------------------ timing
 def timed(fn, repeats: int, sync=None) -> tuple[float, Any]:
     best, result = float("inf"), None
@@ -149,6 +207,9 @@ def main() -> None:
                     help="tokenizer workers (default: the Embedder's, CPUs - 2 processes on a GPU, 1 thread on a CPU)")
     ap.add_argument("--repeats", type=int, default=None, help="best of N (default 3 on a GPU, 1 on a CPU)")
     ap.add_argument("--skip-st", action="store_true", help="skip timing plain sentence-transformers (the slow sides)")
+    ap.add_argument("--oom-check", action="store_true", help="on a GPU: provoke a real out-of-memory error")
+    ap.add_argument("--model", default=None, help="model folder or name (default: the offline package's folder)")
+    ap.add_argument("--peps", type=Path, default=PEPS, help="folder of PEP .rst files (the workload)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
 
@@ -170,8 +231,8 @@ def main() -> None:
     n = args.n or (100_000 if gpu else 256)
     repeats = args.repeats or (3 if gpu else 1)
 
-    chunks, distinct = load_chunks(n)
-    path = default_model_path()
+    chunks, distinct = load_chunks(n, args.peps)
+    path = args.model or default_model_path()
     where = torch.cuda.get_device_name(device) if gpu else f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
     res: dict[str, Any] = {"n": n, "distinct_chunks": distinct, "device": where, "torch": torch.__version__,
                            "repeats": repeats, "mean_chars": float(np.mean([len(c) for c in chunks])), "model": path}
@@ -188,8 +249,9 @@ def main() -> None:
         rows.append(row)
         log(f"{name}: {n / seconds:,.0f} chunks/s ({seconds:.2f} s)")
 
-    st32 = SentenceTransformer(path, device=device)
+    st32 = SentenceTransformer(path, device=device).float()  # fp32 whatever dtype the weights are stored in
     st32.eval()
+    res["weights_stored_as"] = _stored_dtype(path)
     lengths = np.array([len(t) for t in st32.tokenizer(chunks[:2000], truncation=False, verbose=False)["input_ids"]])
     res["tokens_per_chunk"] = float(np.minimum(lengths, st32.max_seq_length).mean())
     res["share_truncated"] = float(np.mean(lengths > st32.max_seq_length))
@@ -235,7 +297,7 @@ def main() -> None:
 
     if not gpu:
         try:
-            emb = Embedder(backend="onnx", long_text="truncate", device="cpu")
+            emb = Embedder(model=path, backend="onnx", long_text="truncate", device="cpu")
             emb.embed(warm)
             seconds, v = timed(lambda: emb.embed(chunks), repeats)
             add("contextkit onnx", seconds, v, f"Embedder(backend='onnx', long_text='truncate'), batch {emb.batch_size}")
@@ -270,6 +332,8 @@ def main() -> None:
         ratio = f" = {fast['x st fp32']:.2f}x plain sentence-transformers" if "x st fp32" in fast else ""
         print(f"\nno GPU here: the library pipeline ran on the CPU in fp32 at {fast['chunks/s']:,.1f} chunks/s{ratio} "
               "(goal on a CPU: not slower, ratio >= ~1 within noise); the 15,000 chunks/s goal is for one H200")
+    if gpu and args.oom_check:
+        res["oom_check"] = oom_check(st32, chunks, ref, device)
     res["rows"] = rows
     res["threads_alive"] = threading.active_count()
     if args.json:

@@ -128,6 +128,23 @@ class TestPipeline:
         assert np.abs(got - want).max() < 1e-5  # same rows in the same (input) order
         assert torch_embedder.last_report == want_report
 
+    def test_tokenizer_processes_give_the_same_vectors(self, embedder, reference):
+        """The spawned tokenizer processes that CUDA uses, run here on the CPU: same rows, same report."""
+        from concurrent.futures import ProcessPoolExecutor
+
+        from contextkit._gpu_embed import PipelineEncoder
+
+        emb = Embedder(backend="torch", device="cpu", batch_size=4)
+        emb._model = embedder.model
+        emb._pipeline = PipelineEncoder(embedder.model, "cpu", "fp32", batch_size=4, workers=2, pool="process")
+        try:
+            assert isinstance(emb._pipeline._pool, ProcessPoolExecutor)  # spawned, not the thread fallback
+            got = emb.embed(self.TEXTS)
+            assert np.abs(got - reference[0]).max() < 1e-5
+            assert emb.last_report == reference[1]
+        finally:
+            emb.close()
+
     def test_fp16_within_tolerance_of_fp32(self, embedder, reference):
         emb = Embedder(backend="torch", device="cpu", precision="fp16")
         emb._model = embedder.model
