@@ -264,30 +264,30 @@ class PipelineEncoder:
         in_flight: deque = deque()  # (slice, rows, weights, host tensor, event) copies not yet read back
         launched_upto = -1  # the last job whose batches are all launched
         done_slice = 0
-        with torch.inference_mode():
-            for k, (s, idx, prep) in enumerate(self._prepared(texts, jobs, window, overlap, truncate)):
-                if s not in acc:
-                    acc[s] = np.zeros((slices[s][1] - slices[s][0], self.dim), dtype=np.float32)
-                st = stats[s]
-                st.model_inputs += len(prep.owner)
-                st.windowed_texts += int(prep.windowed.sum())
-                st.tokens_total += int(prep.tokens.sum())
-                st.tokens_seen += int(prep.tokens.sum() if not truncate else np.minimum(prep.tokens, window).sum())
-                rows_of_piece = idx[prep.owner] - slices[s][0]
-                for pieces, ids, mask in prep.batches:
-                    lengths = mask.sum(1, dtype=np.int64)  # on the host: no device sync to size a batch
+        for k, (s, idx, prep) in enumerate(self._prepared(texts, jobs, window, overlap, truncate)):
+            if s not in acc:
+                acc[s] = np.zeros((slices[s][1] - slices[s][0], self.dim), dtype=np.float32)
+            st = stats[s]
+            st.model_inputs += len(prep.owner)
+            st.windowed_texts += int(prep.windowed.sum())
+            st.tokens_total += int(prep.tokens.sum())
+            st.tokens_seen += int(prep.tokens.sum() if not truncate else np.minimum(prep.tokens, window).sum())
+            rows_of_piece = idx[prep.owner] - slices[s][0]
+            for pieces, ids, mask in prep.batches:
+                lengths = mask.sum(1, dtype=np.int64)  # on the host: no device sync to size a batch
+                with torch.inference_mode():  # per batch: never left on for the caller between slices
                     vec = self._forward_safe(*self._to_device(ids, mask), lengths)
                     in_flight.append((s, rows_of_piece[pieces], prep.weight[pieces], *self._to_host(vec)))
-                    # bounded memory: wait only for copies several batches old (on a CPU: none in flight)
-                    while in_flight and (len(in_flight) > 8 or in_flight[0][4] is None or in_flight[0][4].query()):
-                        self._read_back(in_flight.popleft(), acc)
-                launched_upto = k
-                while done_slice < len(slices) and last_job[done_slice] <= launched_upto and \
-                        not any(item[0] == done_slice for item in in_flight):
-                    yield self._finish(done_slice, slices, acc, stats)
-                    done_slice += 1
-            while in_flight:
-                self._read_back(in_flight.popleft(), acc)
+                # bounded memory: wait only for copies several batches old (on a CPU: none in flight)
+                while in_flight and (len(in_flight) > 8 or in_flight[0][4] is None or in_flight[0][4].query()):
+                    self._read_back(in_flight.popleft(), acc)
+            launched_upto = k
+            while done_slice < len(slices) and last_job[done_slice] <= launched_upto and \
+                    not any(item[0] == done_slice for item in in_flight):
+                yield self._finish(done_slice, slices, acc, stats)
+                done_slice += 1
+        while in_flight:
+            self._read_back(in_flight.popleft(), acc)
         while done_slice < len(slices):
             yield self._finish(done_slice, slices, acc, stats)
             done_slice += 1

@@ -128,6 +128,17 @@ class TestPipeline:
         assert np.abs(got - want).max() < 1e-5  # same rows in the same (input) order
         assert torch_embedder.last_report == want_report
 
+    def test_the_caller_never_runs_in_inference_mode(self, torch_embedder):
+        """Between slices the caller's code (caching vectors, a training loop) runs with torch's modes as it set them."""
+        import torch
+
+        enc = torch_embedder._pipeline_encoder()
+        slices = 0
+        for *_, stats in enc.stream(self.TEXTS, 4, torch_embedder.max_tokens, torch_embedder.window_overlap, False):
+            assert not torch.is_inference_mode_enabled() and stats.model_inputs > 0
+            slices += 1
+        assert slices == -(-len(self.TEXTS) // 4)
+
     def test_tokenizer_processes_give_the_same_vectors(self, embedder, reference):
         """The spawned tokenizer processes that CUDA uses, run here on the CPU: same rows, same report."""
         from concurrent.futures import ProcessPoolExecutor
