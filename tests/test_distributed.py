@@ -125,6 +125,19 @@ class TestRayIngest:
         assert [r for r in rows if r[1] == str(same_text)] == kept
         np.testing.assert_allclose(chunk_vectors(ix)[[r[1] == str(same_text) for r in rows]], kept_vectors, atol=1e-6)
 
+    def test_files_above_the_stream_limit_are_streamed_on_the_driver_with_the_same_result(
+            self, ray_cluster, corpus, local_index, embedder, tmp_path, caplog):
+        sizes = sorted(p.stat().st_size for p in (corpus / "peps").iterdir())
+        limit = sizes[len(sizes) // 2]  # half the PEPs above it
+        ix = tmp_path / "ray-ix"
+        with caplog.at_level(logging.INFO, logger="contextkit"):
+            report = ingest([corpus], ix, engine="ray", batch_chunks=8, stream_above_bytes=limit,
+                            stream_block_bytes=1024, embedder=embedder)
+        said = [r.getMessage() for r in caplog.records if "streamed and embedded on this machine" in r.getMessage()]
+        assert said and said[0].startswith(f"ray: {sum(s > limit for s in sizes)} file(s) above {limit} bytes")
+        assert_same_index(ix, local_index[0])
+        assert report.chunks_added == local_index[1].chunks_added
+
     def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(self, ray_cluster, corpus, local_index,
                                                                   tmp_path, monkeypatch):
         marker = tmp_path / "killed"
@@ -176,6 +189,21 @@ class TestWithoutRay:
         result = CliRunner().invoke(app, ["ingest", str(corpus), "--index", str(tmp_path / "ix"), "--engine", "ray"])
         assert result.exit_code == 2 and "pip install 'contextkit[ray]'" in " ".join(result.output.split())
         assert not (tmp_path / "ix").exists()
+
+    def test_retry_limits_go_where_ray_takes_them_and_are_never_a_type_error(self, caplog, monkeypatch):
+        from contextkit.distributed import _pipeline
+
+        def deprecated_style(fn, *, batch_size=None, **ray_remote_args): ...  # Ray 2.10 to 2.63
+
+        def named_only(fn, *, batch_size=None, num_gpus=None): ...  # a Ray without **ray_remote_args
+
+        monkeypatch.setattr(_pipeline, "_warned_unbounded", False)
+        assert _pipeline.retry_limits(deprecated_style, max_retries=3) == {"max_retries": 3}
+        with caplog.at_level(logging.WARNING, logger="contextkit"):
+            assert _pipeline.retry_limits(named_only, max_retries=3) == {}
+            assert _pipeline.retry_limits(named_only, max_restarts=3) == {}
+        said = [r.getMessage() for r in caplog.records if "takes no retry limits" in r.getMessage()]
+        assert len(said) == 1 and "max_retries=3" in said[0]  # once per process
 
     def test_ray_options_need_engine_ray(self, corpus, tmp_path):
         result = CliRunner().invoke(app, ["ingest", str(corpus), "--index", str(tmp_path / "ix"), "--num-gpus", "1"])

@@ -12,10 +12,15 @@ counts and progress events as a local run, so the folder, its manifest, checksum
 and resume behaviour are the local ones. Why the driver commits rather than workers
 writing shards: the index is one SQLite store plus derived files; a single writer needs
 no merge step, and a crash can only ever leave whole, committed files.
+
+Files above ``stream_above_bytes`` (64 MiB) never travel: a worker would hold the whole
+text. The driver streams and embeds them with the local path, in bounded memory (the
+same chunks and vectors; the cluster does not speed those files up).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import logging
 import math
@@ -31,7 +36,15 @@ from contextkit.distributed._cluster import check_gpus, connect, plan_actors
 from contextkit.distributed._workers import EmbedActor, fault_hook, load_and_chunk
 from contextkit.embedders import EmbeddingReport
 from contextkit.index import Index
-from contextkit.ingestion import FileFailure, IngestConfig, IngestEvent, IngestReport, _commit_batch, _Pending
+from contextkit.ingestion import (
+    FileFailure,
+    IngestConfig,
+    IngestEvent,
+    IngestReport,
+    _commit_batch,
+    _Pending,
+    _run_batches,
+)
 from contextkit.loaders import LoadLimits
 from contextkit.records import Chunk, Document
 
@@ -41,6 +54,29 @@ log = logging.getLogger(__name__)
 #: kills its worker (out of memory, say) into a job that never ends.
 TASK_RETRIES = 3
 ACTOR_RESTARTS = 3
+
+
+_warned_unbounded = False
+
+
+def retry_limits(map_batches: Callable[..., Any], **limits: int) -> dict[str, int]:
+    """``limits`` as keywords for ``map_batches`` where this Ray still takes them, else ``{}``.
+
+    Why: Ray Data retries failed tasks and restarts dead actors without end by default, and
+    its only way to bound that is passing remote arguments (``max_retries=``...) through
+    ``map_batches(**ray_remote_args)``, which Ray 2.60 deprecated for removal in 2.64 with no
+    named replacement for retries. On a Ray whose ``map_batches`` no longer takes them, the
+    job still runs (a ``TypeError`` would stop every ingestion); the limits are then Ray's
+    own, said once in a warning."""
+    global _warned_unbounded
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in inspect.signature(map_batches).parameters.values()):
+        return dict(limits)
+    if not _warned_unbounded:
+        _warned_unbounded = True
+        log.warning("ray: this Ray's map_batches takes no retry limits (%s); a file that always kills its worker "
+                    "is retried by Ray's own rules, which may not end: stop such a job and skip that file",
+                    ", ".join(f"{k}={v}" for k, v in limits.items()))
+    return {}
 
 
 class RayBatches:
@@ -56,6 +92,12 @@ class RayBatches:
         if index.manifest.redact:
             raise ValueError(f"{index.path}: built with --redact, which engine='ray' does not support yet; "
                              "ingest it with engine='local'")
+        big = [p for p in todo if p.size > config.stream_above_bytes]
+        if big:  # streamed here, in bounded memory; a worker would hold the whole text (and may die of it)
+            log.info("ray: %d file(s) above %d bytes streamed and embedded on this machine (e.g. %s)",
+                     len(big), config.stream_above_bytes, big[0].source.doc_id)
+            _run_batches(big, index, embedder, chunker, config, report, notify, clock)
+            todo = [p for p in todo if p.size <= config.stream_above_bytes]
         if not todo:
             return
         ray = self.ray
@@ -79,11 +121,11 @@ class RayBatches:
                 ds = ds.map_batches(load_and_chunk, batch_size=per_block, batch_format="numpy",
                                     fn_kwargs={"chunker": json.dumps(chunker.to_dict()),
                                                "limits": limits.model_dump_json()},
-                                    max_retries=TASK_RETRIES)
+                                    **retry_limits(ds.map_batches, max_retries=TASK_RETRIES))
                 ds = ds.map_batches(
                     EmbedActor, batch_size=per_block, batch_format="numpy",
                     compute=ray.data.ActorPoolStrategy(size=actors), num_gpus=gpus or None,
-                    max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES,
+                    **retry_limits(ds.map_batches, max_restarts=ACTOR_RESTARTS, max_task_retries=TASK_RETRIES),
                     fn_constructor_kwargs={"model": index.manifest.model, "device": device,
                                            "batch_size": config.embed_batch_size,
                                            "long_text": settings.get("long_text", "window"), "expect": settings,
