@@ -293,9 +293,76 @@ class TestIVFPQ:
             raise AssertionError("retrained although the number of lists did not change")
 
         monkeypatch.setattr(_faiss_kinds, "_train", no_training)
-        extra = clustered(np.random.default_rng(14), 500)
+        extra = clustered(np.random.default_rng(14), 1500)  # over a tenth of the build: re-encoded, not kept beside
         with Index.open(path) as index:
             add_vectors(index, "c", extra)
             index.save()
-            assert len(index) == self.N + 500
+            assert len(index) == self.N + 1500 and index._faiss.built_total == self.N + 1500
             assert index.search(extra[:1], 1)[0][0].chunk.id == "c::0"
+        assert not any((path / name).exists() for name in ("vectors.delta.npy", "vectors.deleted.npy"))
+
+    def test_small_changes_are_searched_beside_the_build_without_rewriting_it(self, built, tmp_path, monkeypatch):
+        import shutil
+
+        import faiss
+
+        from contextkit.index import IndexCorruptError, repair_index, verify_index
+        from contextkit.index import _vector_files
+
+        src, vecs, _, _ = built
+        path = tmp_path / "ix"
+        shutil.copytree(src, path)
+        rng = np.random.default_rng(15)
+        small, late = clustered(rng, 1300), clustered(rng, 25)
+        with Index.open(path) as index:  # a full build holding "s" (1,300: over a tenth of 12,000)
+            add_vectors(index, "s", small)
+            index.manifest.ivfpq_m = 24
+        built_files = {name: (path / name).read_bytes() for name in ("vectors.faiss", "vectors.f16.npy")}
+
+        def no_build(*args, **kwargs):
+            raise AssertionError("the build was re-encoded for a small change")
+
+        monkeypatch.setattr(_vector_files, "build_ivfpq", no_build)
+        with Index.open(path) as index:
+            assert index._faiss.built_total == self.N + 1300 and not index._faiss.has_changes
+            index.delete("s")  # 1,300 of the build's rowids removed ...
+            add_vectors(index, "late", late)  # ... and 25 added: 1,325 changes, a tenth is 1,330
+            index.save()
+            assert index._faiss.has_changes and len(index) == self.N + 25
+        for name, data in built_files.items():
+            assert (path / name).read_bytes() == data, f"{name} was rewritten"
+        queries = np.concatenate([small[:20], late[:5], clustered(np.random.default_rng(16), 25)])
+        everything = np.concatenate([vecs, late])
+        ids = [f"a::{i}" for i in range(5000)] + [f"b::{i}" for i in range(self.N - 5000)] + \
+              [f"late::{i}" for i in range(25)]
+        exact = np.argsort(-(queries @ everything.T), axis=1)[:, :10]
+        with Index.open(path, read_only=True) as index:  # reopened: the changes come back from their files
+            assert len(index) == self.N + 25 and index._faiss.has_changes
+            hits = index.search(queries, 10)
+            got_ids = [[h.chunk.id for h in row] for row in hits]
+            assert not any(i.startswith("s::") for row in got_ids for i in row)  # removed: never found
+            assert [row[0] for row in got_ids[20:25]] == [f"late::{i}" for i in range(5)]  # added: found exactly
+            recall = np.mean([len(set(g) & {ids[i] for i in want}) / 10 for g, want in zip(got_ids, exact)])
+            assert recall >= 0.9
+            scores = [h.score for h in hits[0]]
+            assert scores == sorted(scores, reverse=True)
+            # a filter reaches both halves: only allowed rowids, from the build and from the changes
+            rowids = dict(index.store.db.execute("SELECT id, rowid FROM chunks WHERE id LIKE 'late::%' OR "
+                                                 "id LIKE 'b::1%'").fetchall())
+            allowed = np.asarray(sorted(rowids.values()), dtype=np.int64)
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed))
+            _, found = index._faiss.search(queries, 10, params)
+            assert set(found[found >= 0].tolist()) <= set(allowed.tolist())
+            assert set(found[found >= 0].tolist()) & {rowids[f"late::{i}"] for i in range(25)}
+        report = verify_index(path)
+        assert report.ok and {"vectors.delta.npy", "vectors.deleted.npy"} <= {c.file for c in report.checks}
+        data = bytearray((path / "vectors.deleted.npy").read_bytes())
+        data[-8:] = (7).to_bytes(8, "little")
+        (path / "vectors.deleted.npy").write_bytes(bytes(data))
+        with pytest.raises(IndexCorruptError, match="vectors.deleted.npy"):
+            Index.open(path, read_only=True)
+        monkeypatch.undo()
+        assert repair_index(path).ok  # a full build again: no changes beside it
+        with Index.open(path, read_only=True) as index:
+            assert not index._faiss.has_changes and len(index) == self.N + 25
+        assert not (path / "vectors.deleted.npy").exists()

@@ -50,6 +50,7 @@ import numpy as np
 
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._faiss_kinds import (
+    DELTA_FILES,
     IVFPQ_FILES,
     IVFPQ_TRAIN_FROM,
     RefinedIVFPQ,
@@ -401,8 +402,8 @@ class Index(VectorFiles):
                 "state (free space or fix permissions, then run the command again)") from exc
         self._saved_generation = gen
         self._dirty = self._bm25_unsaved = self._write_failed = False
-        for name in IVFPQ_FILES:  # left from an ivfpq index that shrank back to flat
-            if name not in sums:
+        for name in (*IVFPQ_FILES, *DELTA_FILES):  # left from an ivfpq index that shrank back to flat, or
+            if name not in sums:  # from changes a rebuild has folded in
                 (self.path / name).unlink(missing_ok=True)
 
     def _bump_generation(self, gen: int) -> int:
@@ -454,7 +455,8 @@ class Index(VectorFiles):
             raise
 
     def _discard_temporaries(self) -> None:
-        for name in ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "vectors.ids.npy.tmp"):
+        for name in ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "vectors.ids.npy.tmp",
+                     *(f"{name}.tmp" for name in DELTA_FILES)):
             target = self.path / name
             try:
                 shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)

@@ -319,10 +319,11 @@ class RecordStore:
         rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))
         return [_row_to_chunk(r)[1] for r in rows]
 
-    def iter_chunk_vectors(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """``(rowids, vectors)`` of every chunk, in batches: what a FAISS rebuild reads."""
+    def iter_chunk_vectors(self, batch: int = 4096, after: int = -1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """``(rowids, vectors)`` of every chunk (with a rowid above ``after``), in batches: what a FAISS rebuild reads."""
         cur = self.db.execute(
-            "SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.key = c.vector_key ORDER BY c.rowid"
+            "SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.key = c.vector_key WHERE c.rowid > ? "
+            "ORDER BY c.rowid", (after,)
         )
         while rows := cur.fetchmany(batch):
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

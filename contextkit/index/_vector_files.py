@@ -19,11 +19,16 @@ from typing import Any
 import numpy as np
 
 from contextkit.index._faiss_kinds import (
+    DELTA_FILES,
+    DELTA_MAX,
+    DELTA_SHARE,
     IVFPQ_FILES,
     RefinedIVFPQ,
     build_ivfpq,
+    default_nlist,
     default_pq_m,
     ivf_nprobe,
+    load_delta,
     open_ivfpq,
 )
 from contextkit.index._manifest import (
@@ -92,6 +97,8 @@ class VectorFiles:
                 if all(name in self.manifest.checksums for name in IVFPQ_FILES):
                     self._faiss = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine)
                     self._check_ivfpq_files()
+                    if all(name in self.manifest.checksums for name in DELTA_FILES):
+                        self._faiss = load_delta(self._faiss, self.path)
                 else:
                     self._faiss = faiss.read_index(str(file))
             except (RuntimeError, ValueError, OSError) as exc:
@@ -122,7 +129,7 @@ class VectorFiles:
     def _check_derived_files(self) -> None:
         """Sizes and hashes of the derived files against the manifest (see :mod:`._verify` for the cost)."""
         sums = self.manifest.checksums
-        for name in ("vectors.faiss", *IVFPQ_FILES):
+        for name in ("vectors.faiss", *IVFPQ_FILES, *DELTA_FILES):
             rec = sums.get(name)
             problem = check_file(self.path / name, rec, full=False) if rec is not None else None
             if problem:
@@ -179,11 +186,16 @@ class VectorFiles:
         self._rebuild_needed = False
         self._dirty = True
 
-    def _rebuild_ivfpq(self) -> None:
-        """Stream the store's vectors into IVF-PQ + float16 rows (training only when the size calls for it)."""
+    def _rebuild_ivfpq(self, fold: bool = True) -> None:
+        """Stream the store's vectors into IVF-PQ + float16 rows (training only when the size calls for it).
+
+        ``fold``: when the current build still suits the size and the changes since it are
+        small, keep it and describe the changes instead (:meth:`_fold_changes`)."""
         m = self.manifest
         n = self.store.counts()["chunks"]
         previous = self._faiss if isinstance(self._faiss, RefinedIVFPQ) else None
+        if fold and previous is not None and self._fold_changes(previous, n):
+            return
         if self.read_only:
             work = Path(tempfile.mkdtemp(prefix="contextkit-ivfpq-"))
         else:
@@ -204,13 +216,41 @@ class VectorFiles:
         self._rebuild_needed = False
         self._dirty = True
 
+    def _fold_changes(self, built: RefinedIVFPQ, n: int) -> bool:
+        """Keep ``built`` and search the changes since beside it, if they are small; False: rebuild instead.
+
+        Rowids are never reused (``AUTOINCREMENT``): the store's rowids above the build's largest are
+        the chunks added since; the build's rowids the store no longer has were removed."""
+        m = self.manifest
+        if built.nlist != default_nlist(n) or built.index.pq.M != (m.ivfpq_m or default_pq_m(m.dim, n)):
+            return False
+        top = int(built.ids[-1]) if len(built.ids) else -1
+        db = self.store.db
+        kept = int(db.execute("SELECT COUNT(*) FROM chunks WHERE rowid <= ?", (top,)).fetchone()[0])
+        added = n - kept
+        removed = built.built_total - kept
+        if added > DELTA_MAX or added + removed > DELTA_SHARE * built.built_total:
+            return False
+        deleted = np.zeros(0, dtype=np.int64)
+        if removed:
+            have = np.fromiter((r[0] for r in db.execute("SELECT rowid FROM chunks WHERE rowid <= ? ORDER BY rowid",
+                                                         (top,))), dtype=np.int64, count=kept)
+            deleted = np.setdiff1d(np.asarray(built.ids), have, assume_unique=True)
+        parts = list(self.store.iter_chunk_vectors(after=top))
+        ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
+        vectors = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, m.dim), dtype=np.float32)
+        self._faiss = built.with_changes(vectors, ids, deleted)
+        self._rebuild_needed = False
+        self._dirty = True
+        return True
+
     def _check_ivfpq_files(self) -> None:
         """The mapped float16 rows and rowids agree with the IVF-PQ index (their shapes, not every byte)."""
         f = self._faiss
-        if f.raw.shape != (f.ntotal, self.manifest.dim) or f.ids.shape != (f.ntotal,):
+        if f.raw.shape != (f.built_total, self.manifest.dim) or f.ids.shape != (f.built_total,):
             raise IndexCorruptError(
                 f"{self.path}: vectors.f16.npy {f.raw.shape} / vectors.ids.npy {f.ids.shape} do not match the "
-                f"{f.ntotal} vectors of dimension {self.manifest.dim} in vectors.faiss; `contextkit repair --index "
+                f"{f.built_total} vectors of dimension {self.manifest.dim} in vectors.faiss; `contextkit repair --index "
                 f"{self.path}` rebuilds them", file="vectors.f16.npy")
 
     def _write_vectors(self) -> dict[str, FileSum]:
@@ -219,12 +259,12 @@ class VectorFiles:
         if not isinstance(f, RefinedIVFPQ):
             return {"vectors.faiss": self._write_faiss(f)}
         names = ("vectors.faiss", *IVFPQ_FILES)
-        if f.raw_path is None:  # opened from these very files and unchanged: nothing to rewrite
+        if f.raw_path is None:  # the build was opened from these very files: only its changes to write
             if all(name in self.manifest.checksums for name in names):
-                return {name: self.manifest.checksums[name] for name in names}
-            self._rebuild_ivfpq()
+                return {**{name: self.manifest.checksums[name] for name in names}, **self._write_delta(f)}
+            self._rebuild_ivfpq(fold=False)
             f = self._faiss
-        sums = {"vectors.faiss": self._write_faiss(f.index)}
+        sums = {"vectors.faiss": self._write_faiss(f.index), **self._write_delta(f)}
         ids_final = self.path / IVFPQ_FILES[1]
         tmp = ids_final.with_name(ids_final.name + ".tmp")
         with open(tmp, "wb") as fh:
@@ -238,6 +278,24 @@ class VectorFiles:
         f.raw_path = None
         sums[IVFPQ_FILES[0]] = file_sum(raw_final, sha256=f.raw_sha256)
         sums[IVFPQ_FILES[1]] = file_sum(ids_final)
+        return sums
+
+    def _write_delta(self, f: RefinedIVFPQ) -> dict[str, FileSum]:
+        """:data:`DELTA_FILES` for the changes since the build (none without changes: ``save`` removes old ones)."""
+        if not f.has_changes:
+            return {}
+        vectors, ids = f.delta_arrays()
+        sums = {}
+        for name, array in zip(DELTA_FILES, (vectors, ids, f.deleted)):
+            final = self.path / name
+            tmp = final.with_name(final.name + ".tmp")
+            with open(tmp, "wb") as fh:
+                np.save(fh, array, allow_pickle=False)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, final)
+            sums[name] = file_sum(final)
+        _fsync_dir(self.path)
         return sums
 
     def _write_faiss(self, index: Any) -> FileSum:

@@ -44,6 +44,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from contextkit.index._faiss_kinds import DELTA_FILES
+
 __all__ = ["FULL_CHECK_ON_OPEN", "SAMPLE_BYTES", "FileCheck", "FileSum", "RepairAction", "RepairReport",
            "VerifyReport", "check_file", "file_sum", "repair_index", "verify_index"]
 
@@ -54,7 +56,7 @@ SAMPLE_BYTES = 1 << 20
 FULL_CHECK_ON_OPEN = 8 << 20
 #: Temporary names a save writes then renames; left behind only by an interrupted save.
 LEFTOVERS = ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "bm25.old", "vectors.ids.npy.tmp",
-             "vectors.f16.npy.build")
+             "vectors.f16.npy.build", "vectors.delta.npy.tmp", "vectors.delta_ids.npy.tmp", "vectors.deleted.npy.tmp")
 
 Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy"]
 PROBLEMS = frozenset({"missing", "corrupt", "stale", "mismatch"})
@@ -351,20 +353,24 @@ def _verify_derived(folder: Path, manifest, db: sqlite3.Connection, store_gen: i
         try:
             index = faiss.read_index(str(faiss_path))
             ids = np.sort(faiss.vector_to_array(index.id_map)) if hasattr(index, "id_map") else None
+            ntotal = index.ntotal
             if ids is None and "vectors.ids.npy" in manifest.checksums:  # ivfpq: ids beside the IVF file
                 ids = _verify_ivfpq_files(folder, manifest, index.ntotal, full, report)
+                if ids is not None and all(name in manifest.checksums for name in DELTA_FILES):
+                    ids = _verify_delta_files(folder, manifest, ids, full, report)
+                    ntotal = len(ids) if ids is not None else ntotal
         except RuntimeError as exc:
             report.add("vectors.faiss", "corrupt", f"unreadable by FAISS: {str(exc).splitlines()[0]}",
                        repairable=True)
         else:
-            if index.ntotal != chunks or index.d != manifest.dim or (ids is not None and not np.array_equal(ids, rowids)):
+            if ntotal != chunks or index.d != manifest.dim or (ids is not None and not np.array_equal(ids, rowids)):
                 report.add("vectors.faiss", "mismatch",
-                           f"{index.ntotal} vectors of dimension {index.d}, the store has {chunks} chunks of "
+                           f"{ntotal} vectors of dimension {index.d}, the store has {chunks} chunks of "
                            f"dimension {manifest.dim} (or other ids)", repairable=True)
             else:
                 how = "sha256 ok" if rec is not None else "no checksum recorded (saved by an older contextkit)"
                 report.add("vectors.faiss", "ok" if rec is not None else "unchecked",
-                           f"{how}; {index.ntotal} vectors, ids = the store's chunks")
+                           f"{how}; {ntotal} vectors, ids = the store's chunks")
     # bm25/
     recorded = {k: v for k, v in manifest.checksums.items() if k.startswith("bm25/")}
     bm25_ok = True
@@ -419,6 +425,31 @@ def _verify_ivfpq_files(folder: Path, manifest, ntotal: int, full: bool, report:
             if name == "vectors.ids.npy":
                 ids = np.sort(np.asarray(arr))
     return ids
+
+
+def _verify_delta_files(folder: Path, manifest, built_ids, full: bool, report: VerifyReport):
+    """Checksums and shapes of the changes kept beside an ``ivfpq`` build; the rowids searched (None: damaged)."""
+    import numpy as np
+
+    arrays = []
+    for name in DELTA_FILES:
+        problem = check_file(folder / name, manifest.checksums[name], full)
+        try:
+            arrays.append(None if problem else np.load(folder / name, allow_pickle=False))
+        except (OSError, ValueError) as exc:
+            problem = f"unreadable by numpy: {exc}"
+        if problem:
+            report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+            return None
+    vectors, added, deleted = arrays
+    if vectors.shape != (len(added), manifest.dim) or not np.isin(deleted, built_ids).all():
+        report.add(DELTA_FILES[0], "mismatch", f"{vectors.shape} vectors for {len(added)} rowids, or removed rowids "
+                   "the build does not hold", repairable=True)
+        return None
+    for name, what in zip(DELTA_FILES, (f"{len(added)} vectors added since the build", "their rowids",
+                                         f"{len(deleted)} rowids of the build removed since")):
+        report.add(name, "ok", f"sha256 ok; {what}")
+    return np.union1d(np.setdiff1d(built_ids, deleted), added)
 
 
 # --------------------------------------------------------------------------- repair
