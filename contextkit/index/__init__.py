@@ -10,7 +10,8 @@ from contextkit.index._index import (
     IndexMismatchError,
     IndexWriteError,
 )
-from contextkit.index._verify import RepairReport, VerifyReport, repair_index, verify_index
+from contextkit.index._repair import RepairReport, repair_index
+from contextkit.index._verify import VerifyReport, verify_index
 
 __all__ = ["FORMAT_VERSION", "Index", "IndexCorruptError", "IndexFolderError", "IndexLockedError", "IndexManifest",
            "IndexMismatchError", "IndexWriteError", "RepairReport", "VerifyReport", "repair_index", "verify_index"]
