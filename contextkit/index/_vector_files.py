@@ -22,14 +22,18 @@ from contextkit.index._faiss_kinds import (
     DELTA_FILES,
     DELTA_MAX,
     DELTA_SHARE,
+    EXACT_FILTER_MAX,
+    EXACT_FILTER_SHARE,
     IVFPQ_FILES,
     RefinedIVFPQ,
     build_ivfpq,
     default_nlist,
     default_pq_m,
+    filtered_params,
     ivf_nprobe,
     load_delta,
     open_ivfpq,
+    search_faiss,
 )
 from contextkit.index._manifest import (
     IndexCorruptError,
@@ -73,6 +77,38 @@ class VectorFiles:
             return faiss.IndexIDMap2(hnsw)
         return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))  # "ivf" is built at save time from all vectors
 
+
+    def nearest_rowids(self, vector: np.ndarray, n: int, allowed: np.ndarray | None = None
+                       ) -> list[tuple[int, float]]:
+        """``(rowid, score)`` of the ``n`` chunks nearest to one query vector, best first; only ``allowed``
+        rowids (ascending) when given.
+
+        A filter allowing at most :data:`EXACT_FILTER_MAX` chunks and :data:`EXACT_FILTER_SHARE`
+        of them is scored exactly over their vectors on any index type (approximate indexes miss
+        most of a selective filter's chunks); a wider one searches the index with its own kind of
+        parameters, widened by the filter's selectivity (:func:`filtered_params`)."""
+        if self._rebuild_needed:
+            self._rebuild()
+        total = int(self._faiss.ntotal)
+        if total == 0 or n <= 0 or (allowed is not None and len(allowed) == 0):
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
+        params = None
+        if allowed is not None:
+            n = min(n, len(allowed))
+            if len(allowed) <= min(EXACT_FILTER_MAX, EXACT_FILTER_SHARE * total) and not self._faiss_is_flat():
+                return self._exact_rowids(query[0], n, np.asarray(allowed, dtype=np.int64))
+            params = filtered_params(self._faiss, allowed)
+        distances, ids = search_faiss(self._faiss, query, min(n, total), params)
+        return [(int(i), float(d)) for d, i in zip(distances[0], ids[0]) if i >= 0]
+
+    def _exact_rowids(self, query: np.ndarray, n: int, allowed: np.ndarray) -> list[tuple[int, float]]:
+        """Exact scores over the allowed chunks' vectors (ivfpq: its float16 rows, as its re-scoring uses)."""
+        vectors = self._faiss.vectors(allowed) if isinstance(self._faiss, RefinedIVFPQ) else \
+            self.store.vectors_by_rowid(allowed)
+        scores = vectors @ query
+        best = np.argsort(-scores, kind="stable")[:n]  # ties: the lower rowid first
+        return [(int(allowed[i]), float(scores[i])) for i in best]
 
     def _faiss_is_flat(self) -> bool:
         import faiss

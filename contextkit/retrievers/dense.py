@@ -7,7 +7,6 @@ from typing import Any
 import numpy as np
 
 from contextkit.embedders import Embedder
-from contextkit.index._index import search_faiss
 from contextkit.retrievers.base import Retriever
 
 __all__ = ["DenseRetriever"]
@@ -30,18 +29,5 @@ class DenseRetriever(Retriever):
         return self.search_vector(self.embedder.embed([query])[0], n, allowed)
 
     def search_vector(self, vector: np.ndarray, n: int, allowed: np.ndarray | None = None) -> list[tuple[int, float]]:
-        import faiss
-
-        index = self.index
-        if index._rebuild_needed:
-            index._rebuild()
-        total = len(index)
-        if total == 0:
-            return []
-        query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
-        params = None
-        if allowed is not None:
-            n = min(n, len(allowed))
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(np.asarray(allowed, dtype=np.int64)))
-        distances, ids = search_faiss(index._faiss, query, min(n, total), params)
-        return [(int(i), float(d)) for d, i in zip(distances[0], ids[0]) if i >= 0]
+        """``(rowid, score)`` of the nearest chunks to a query vector (see :meth:`Index.nearest_rowids`)."""
+        return self.index.nearest_rowids(vector, n, allowed)
