@@ -186,6 +186,52 @@ class TestAutoIndexType:
             assert len(index) == 700 and index.search(unit(rng, 1), 5)[0]
 
 
+class TestHNSWChanges:
+    """HNSW adds in place and skips removed rowids (it cannot remove), rebuilding past a tenth."""
+
+    def test_adds_and_removals_do_not_rebuild_the_graph(self, tmp_path, monkeypatch):
+        import faiss
+
+        from contextkit.index import IndexCorruptError, repair_index, verify_index
+
+        rng = np.random.default_rng(31)
+        base, gone, late = unit(rng, 2000), unit(rng, 60), unit(rng, 40)
+        path = tmp_path / "ix"
+        with Index.create(path, model="m", dim=16, index_type="hnsw") as index:
+            add_vectors(index, "base", base)
+            add_vectors(index, "gone", gone)
+        rebuilds = []
+        monkeypatch.setattr(Index, "_rebuild", lambda self: rebuilds.append(1))
+        with Index.open(path) as index:
+            index.delete("gone")
+            add_vectors(index, "late", late)
+            assert len(index) == 2040
+        assert not rebuilds
+        with Index.open(path, read_only=True) as index:  # the skipped rowids come back from their file
+            assert isinstance(faiss.downcast_index(index._faiss.index), faiss.IndexHNSWFlat) and len(index) == 2040
+            hits = index.search(np.concatenate([gone[:10], late[:10]]), 5)
+            assert not any(h.chunk.id.startswith("gone::") for row in hits for h in row)
+            assert [row[0].chunk.id for row in hits[10:]] == [f"late::{i}" for i in range(10)]
+        assert verify_index(path).ok and (path / "vectors.deleted.npy").is_file()
+        (path / "vectors.deleted.npy").write_bytes((path / "vectors.deleted.npy").read_bytes()[:-8])
+        with pytest.raises(IndexCorruptError, match="vectors.deleted.npy"):
+            Index.open(path, read_only=True)
+        monkeypatch.undo()
+        assert repair_index(path).ok and not (path / "vectors.deleted.npy").exists()
+
+    def test_past_a_tenth_removed_the_graph_is_rebuilt_without_them(self, tmp_path):
+        rng = np.random.default_rng(32)
+        path = tmp_path / "ix"
+        with Index.create(path, model="m", dim=16, index_type="hnsw") as index:
+            add_vectors(index, "base", unit(rng, 1000))
+            add_vectors(index, "big", unit(rng, 150))
+        with Index.open(path) as index:
+            index.delete("big")  # 150 of 1,150: over a tenth
+            index.save()
+            assert index._faiss.ntotal == 1000 and not hasattr(index._faiss, "deleted")
+        assert not (path / "vectors.deleted.npy").exists()
+
+
 def clustered(rng, n, d=384, k=64):
     """Embedding-like unit vectors: a mixture of ``k`` directions plus noise (uniform random vectors
     are the worst case of every ANN index and unlike real embeddings)."""

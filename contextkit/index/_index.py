@@ -51,9 +51,11 @@ import numpy as np
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._faiss_kinds import (
     DELTA_FILES,
+    DELTA_SHARE,
     IVFPQ_FILES,
     IVFPQ_TRAIN_FROM,
     RefinedIVFPQ,
+    SkippingIndex,
     ivf_nprobe,
     search_faiss,
 )
@@ -297,7 +299,7 @@ class Index(VectorFiles):
         if store_vectors:
             self.store.put_vectors({k: v for k, v in zip(vector_keys, vectors)})
         rowids = self.store.add_chunks(chunks, vector_keys)
-        if self._kind() == "flat" and self._faiss_is_flat():
+        if self._changes_in_place():
             self._faiss.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(rowids, np.int64))
         else:
             self._rebuild_needed = True
@@ -306,11 +308,23 @@ class Index(VectorFiles):
     def remove_vectors(self, rowids: Sequence[int]) -> None:
         if not rowids:
             return
-        if self._kind() == "flat" and self._faiss_is_flat():
-            self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
+        if self._changes_in_place():
+            if self._faiss_is_flat():
+                self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
+            else:  # HNSW cannot remove: skipped at search until the next rebuild
+                if not isinstance(self._faiss, SkippingIndex):
+                    self._faiss = SkippingIndex(self._faiss, np.zeros(0, dtype=np.int64))
+                self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
         else:
             self._rebuild_needed = True
         self._dirty = self._bm25_dirty = True
+
+    def _changes_in_place(self) -> bool:
+        """Flat indexes add and remove in place; HNSW adds in place and skips what was removed."""
+        if self._rebuild_needed:
+            return False
+        kind = self._kind()
+        return (kind == "flat" and self._faiss_is_flat()) or (kind == "hnsw" and self._faiss_is_hnsw())
 
     def delete_document(self, doc_id: str) -> int:
         removed = self.store.delete_document(doc_id)
@@ -373,6 +387,8 @@ class Index(VectorFiles):
             return
         if self.manifest.index_type in ("auto", "ivfpq") and (self._kind() == "flat") != self._faiss_is_flat():
             self._rebuild_needed = True  # crossed the size where auto / ivfpq changes structure
+        if isinstance(self._faiss, SkippingIndex) and len(self._faiss.deleted) > DELTA_SHARE * self._faiss.idmap.ntotal:
+            self._rebuild_needed = True  # a tenth of the graph is removed vectors: rebuilt without them
         if self._rebuild_needed:
             self._rebuild()
         if self._saved_generation == gen and not self.store.db.in_transaction:

@@ -26,6 +26,7 @@ from contextkit.index._faiss_kinds import (
     EXACT_FILTER_SHARE,
     IVFPQ_FILES,
     RefinedIVFPQ,
+    SkippingIndex,
     build_ivfpq,
     default_nlist,
     default_pq_m,
@@ -116,6 +117,12 @@ class VectorFiles:
         inner = faiss.downcast_index(self._faiss.index) if self._faiss is not None else None
         return isinstance(inner, faiss.IndexFlat)
 
+    def _faiss_is_hnsw(self) -> bool:
+        import faiss
+
+        inner = faiss.downcast_index(self._faiss.index) if self._faiss is not None else None
+        return isinstance(inner, faiss.IndexHNSW)
+
     def _load_faiss(self) -> None:
         import faiss
 
@@ -137,6 +144,9 @@ class VectorFiles:
                         self._faiss = load_delta(self._faiss, self.path)
                 else:
                     self._faiss = faiss.read_index(str(file))
+                    if DELTA_FILES[2] in self.manifest.checksums:  # hnsw: rowids skipped since its build
+                        self._faiss = SkippingIndex(self._faiss, np.load(self.path / DELTA_FILES[2],
+                                                                         allow_pickle=False))
             except (RuntimeError, ValueError, OSError) as exc:
                 raise IndexCorruptError(f"{file}: unreadable by FAISS ({_write_reason(exc)}); "
                                         f"`contextkit repair --index {self.path}` rebuilds it from the store",
@@ -292,6 +302,8 @@ class VectorFiles:
     def _write_vectors(self) -> dict[str, FileSum]:
         """``vectors.faiss`` (and for a trained ``ivfpq``, its two ``.npy`` files); their checksums."""
         f = self._faiss
+        if isinstance(f, SkippingIndex):
+            return {"vectors.faiss": self._write_faiss(f.idmap), **self._write_arrays({DELTA_FILES[2]: f.deleted})}
         if not isinstance(f, RefinedIVFPQ):
             return {"vectors.faiss": self._write_faiss(f)}
         names = ("vectors.faiss", *IVFPQ_FILES)
@@ -321,8 +333,12 @@ class VectorFiles:
         if not f.has_changes:
             return {}
         vectors, ids = f.delta_arrays()
+        return self._write_arrays(dict(zip(DELTA_FILES, (vectors, ids, f.deleted))))
+
+    def _write_arrays(self, arrays: dict[str, np.ndarray]) -> dict[str, FileSum]:
+        """``.npy`` files through temporary files, each fsynced and renamed into place; their checksums."""
         sums = {}
-        for name, array in zip(DELTA_FILES, (vectors, ids, f.deleted)):
+        for name, array in arrays.items():
             final = self.path / name
             tmp = final.with_name(final.name + ".tmp")
             with open(tmp, "wb") as fh:

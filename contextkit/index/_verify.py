@@ -353,6 +353,9 @@ def _verify_derived(folder: Path, manifest, db: sqlite3.Connection, store_gen: i
             index = faiss.read_index(str(faiss_path))
             ids = np.sort(faiss.vector_to_array(index.id_map)) if hasattr(index, "id_map") else None
             ntotal = index.ntotal
+            if ids is not None and DELTA_FILES[2] in manifest.checksums:  # hnsw: rowids skipped since its build
+                ids = _verify_skipped(folder, manifest, ids, full, report)
+                ntotal = len(ids) if ids is not None else ntotal
             if ids is None and "vectors.ids.npy" in manifest.checksums:  # ivfpq: ids beside the IVF file
                 ids = _verify_ivfpq_files(folder, manifest, index.ntotal, full, report)
                 if ids is not None and all(name in manifest.checksums for name in DELTA_FILES):
@@ -424,6 +427,28 @@ def _verify_ivfpq_files(folder: Path, manifest, ntotal: int, full: bool, report:
             if name == "vectors.ids.npy":
                 ids = np.sort(np.asarray(arr))
     return ids
+
+
+def _verify_skipped(folder: Path, manifest, graph_ids, full: bool, report: VerifyReport):
+    """An ``hnsw`` graph's skipped rowids (``vectors.deleted.npy``); the rowids searched (None: damaged)."""
+    import numpy as np
+
+    name = DELTA_FILES[2]
+    problem = check_file(folder / name, manifest.checksums[name], full)
+    deleted = None
+    if not problem:
+        try:
+            deleted = np.load(folder / name, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            problem = f"unreadable by numpy: {exc}"
+    if problem:
+        report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+        return None
+    if deleted.ndim != 1 or not np.isin(deleted, graph_ids).all():
+        report.add(name, "mismatch", "rowids the graph does not hold", repairable=True)
+        return None
+    report.add(name, "ok", f"sha256 ok; {len(deleted)} rowids of the graph skipped since its build")
+    return np.setdiff1d(graph_ids, deleted)
 
 
 def _verify_delta_files(folder: Path, manifest, built_ids, full: bool, report: VerifyReport):

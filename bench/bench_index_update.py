@@ -1,22 +1,24 @@
-"""Saving a small change to an ``ivfpq`` index: changes kept beside the build, against re-encoding it.
+"""Saving a small change to an ``ivfpq`` or ``hnsw`` index: changes kept, against rebuilding the structure.
 
 Why: an IVF-PQ build of N vectors costs a pass over all of them (assign to lists, PQ-encode,
-write the float16 rows); before changes were kept beside the build, adding or removing one
-file paid that at every save. The library now keeps small changes beside the build (added
-chunks searched exactly, removed rowids skipped) and re-encodes only past a tenth of it.
+write the float16 rows), an HNSW graph inserting every vector again; before, adding or
+removing one file paid that at every save. Now ``ivfpq`` keeps small changes beside its
+build (added chunks searched exactly, removed rowids skipped), and ``hnsw`` adds to its graph
+in place and skips removed rowids; both rebuild only past a tenth of the structure.
 
-Workload: an ``Index(index_type="ivfpq")`` of ``--n`` embedding-like 384-d vectors (a mixture
+Workload: an ``Index(index_type=--kind)`` of ``--n`` embedding-like 384-d vectors (a mixture
 of 64 directions plus noise, as in ``tests/test_index.py``) in documents of 100 chunks, built
 and saved once. Then, on two copies of that folder, the same change: one document removed
 and ``--add`` new documents of 100 chunks added, then ``save()``:
 
-* ``kept beside`` the library's default (``_rebuild_ivfpq`` folds the changes);
-* ``re-encoded`` the previous behaviour, forced with ``_rebuild_ivfpq(fold=False)``.
+* ``kept`` the library's default;
+* ``rebuilt`` the previous behaviour, forced with ``_rebuild_ivfpq(fold=False)`` (ivfpq) or
+  ``_rebuild()`` (hnsw).
 
 Printed: seconds to bring the vectors up to date and of the whole save (which also rebuilds
 BM25 over every text, whatever the change), their ratios, bytes written to the folder, and
 Recall@10 of 200 queries against exact search over the vectors after the change (half of
-the queries near the added vectors). Run: ``python bench/bench_ivfpq_update.py [--n 100000] [--add 2]``.
+the queries near the added vectors). Run: ``python bench/bench_index_update.py [--kind ivfpq|hnsw] [--n 100000] [--add 2]``.
 """
 
 from __future__ import annotations
@@ -58,16 +60,22 @@ def folder_bytes(path: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in path.iterdir() if p.is_file()}
 
 
-def change_and_save(path: Path, new: np.ndarray, fold: bool) -> tuple[float, float, int]:
-    """Seconds to bring the vectors up to date, seconds of the whole save (that + writing every
-    derived file: the vector files, BM25 rebuilt over all texts, the manifest), bytes written."""
+def change_and_save(path: Path, new: np.ndarray, fold: bool, kind: str) -> tuple[float, float, int]:
+    """Seconds from the change to vectors up to date (the change's store writes included), seconds
+    to the end of the save (that + writing every derived file: the vector files, BM25 rebuilt
+    over all texts, the manifest), bytes written."""
     before = folder_bytes(path)
     with Index.open(path) as index:
+        if not fold and kind == "hnsw":
+            index._rebuild_needed = True  # the previous behaviour: the graph rebuilt at the next save
+        t0 = time.perf_counter()  # the change itself (store writes, in-place adds) counts on both sides
         index.delete("d0")
         for j in range(0, len(new), DOC):
             add_doc(index, f"new{j // DOC}", new[j: j + DOC])
-        t0 = time.perf_counter()
-        index._rebuild_ivfpq(fold=fold)  # fold=False: the previous behaviour, every change re-encoded
+        if kind == "ivfpq":
+            index._rebuild_ivfpq(fold=fold)  # fold=False: the previous behaviour, every change re-encoded
+        elif index._rebuild_needed:
+            index._rebuild()
         vectors = time.perf_counter() - t0
         index.save()
         seconds = time.perf_counter() - t0
@@ -87,6 +95,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=100_000, help="vectors in the build (multiple of 100)")
     ap.add_argument("--add", type=int, default=2, help="documents of 100 chunks added by the change")
+    ap.add_argument("--kind", choices=["ivfpq", "hnsw"], default="ivfpq")
     args = ap.parse_args()
     rng = np.random.default_rng(7)
     vecs = clustered(rng, args.n)
@@ -95,11 +104,11 @@ def main() -> None:
     try:
         base = work / "base.ck-index"
         t0 = time.perf_counter()
-        with Index.create(base, model="m", dim=384, index_type="ivfpq") as index:
+        with Index.create(base, model="m", dim=384, index_type=args.kind) as index:
             for j in range(0, args.n, DOC):
                 add_doc(index, f"d{j // DOC}", vecs[j: j + DOC])
             index.save()
-        print(f"build: {args.n:,} vectors, ivfpq, {time.perf_counter() - t0:.1f} s (store + training + encoding)")
+        print(f"build: {args.n:,} vectors, {args.kind}, {time.perf_counter() - t0:.1f} s")
         kept = vecs[DOC:]  # d0 removed
         kept_ids = [f"d{j // DOC}::{j % DOC}" for j in range(DOC, args.n)]
         all_vecs = np.concatenate([kept, new])
@@ -110,17 +119,17 @@ def main() -> None:
         top = np.argsort(-(queries @ all_vecs.T), axis=1)[:, :10]
         exact = [{all_ids[i] for i in row} for row in top]
         rows = []
-        for name, fold in (("kept beside", True), ("re-encoded", False)):
+        for name, fold in (("kept", True), ("rebuilt", False)):
             path = work / f"{name.replace(' ', '-')}.ck-index"
             shutil.copytree(base, path)
-            vectors, seconds, written = change_and_save(path, new, fold)
+            vectors, seconds, written = change_and_save(path, new, fold, args.kind)
             rows.append((name, vectors, seconds, written, recall(path, queries, exact)))
         print(f"change: 1 document of {DOC} chunks removed, {args.add} of {DOC} added, then save()")
         print(f"{'vectors':>12}  {'vector s':>8}  {'save s':>7}  {'MB written':>10}  {'Recall@10':>9}")
         for name, vectors, seconds, written, rec in rows:
             print(f"{name:>12}  {vectors:8.2f}  {seconds:7.2f}  {written / 1e6:10.1f}  {rec:9.3f}")
         (_, v_kept, s_kept, _, _), (_, v_full, s_full, _, _) = rows
-        print(f"kept beside / re-encoded: vectors {v_kept / v_full:.3f}x the time ({v_full / v_kept:.1f}x faster); "
+        print(f"kept / rebuilt: vectors {v_kept / v_full:.3f}x the time ({v_full / v_kept:.1f}x faster); "
               f"whole save {s_kept / s_full:.3f}x (the rest is BM25, rebuilt over every text at each save)")
     finally:
         shutil.rmtree(work, ignore_errors=True)
