@@ -125,6 +125,15 @@ def filtered_params(index: Any, allowed: np.ndarray) -> Any:
     return params
 
 
+def _skip_selector(deleted: np.ndarray) -> tuple[Any, Any]:
+    """``(batch, not-batch)`` selectors that skip ``deleted``; built once per set (a hash set of its
+    rowids: ~5 ms for 100,000), kept with the index, read-only while searched."""
+    import faiss
+
+    gone = faiss.IDSelectorBatch(np.ascontiguousarray(deleted, dtype=np.int64))
+    return gone, faiss.IDSelectorNot(gone)
+
+
 class SkippingIndex:
     """An ``IndexIDMap2`` over HNSW whose removed rowids are skipped at search, not removed.
 
@@ -142,6 +151,7 @@ class SkippingIndex:
         self.index = idmap.index
         self.deleted = np.unique(np.asarray(deleted, dtype=np.int64))
         self.d = int(idmap.d)
+        self._skip: tuple[Any, Any] | None = None
 
     @property
     def ntotal(self) -> int:
@@ -152,13 +162,14 @@ class SkippingIndex:
 
     def remove_ids(self, ids: np.ndarray) -> None:
         self.deleted = np.union1d(self.deleted, np.asarray(ids, dtype=np.int64))
+        self._skip = None
 
     def search(self, x: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
         import faiss
 
         inner = faiss.downcast_index(self.index)
-        gone = faiss.IDSelectorBatch(self.deleted)  # the selectors must outlive the search: locals do
-        kept = faiss.IDSelectorNot(gone)
+        skip = self._skip = self._skip or _skip_selector(self.deleted)  # a local keeps it alive meanwhile
+        kept = skip[1]
         sel = getattr(params, "sel", None) if params is not None else None
         both = faiss.IDSelectorAnd(sel, kept) if sel is not None else kept
         ef = getattr(params, "efSearch", 0) or inner.hnsw.efSearch
@@ -207,6 +218,7 @@ class RefinedIVFPQ:
         self._owner: Any = None
         self.delta: Any = None  # IndexIDMap2(IndexFlatIP): vectors added since the build, or None
         self.deleted = np.zeros(0, dtype=np.int64)  # the build's rowids removed since, ascending
+        self._skip: tuple[Any, Any] | None = None
 
     @property
     def ntotal(self) -> int:
@@ -272,10 +284,9 @@ class RefinedIVFPQ:
         nprobe = getattr(params, "nprobe", 0) or self.nprobe
         sel = getattr(params, "sel", None) if params is not None else None
         main_sel = sel
-        if len(self.deleted):  # the selectors must outlive the search: locals do
-            gone = faiss.IDSelectorBatch(self.deleted)
-            kept = faiss.IDSelectorNot(gone)
-            main_sel = faiss.IDSelectorAnd(sel, kept) if sel is not None else kept
+        if len(self.deleted):
+            skip = self._skip = self._skip or _skip_selector(self.deleted)  # a local keeps it alive meanwhile
+            main_sel = faiss.IDSelectorAnd(sel, skip[1]) if sel is not None else skip[1]
         ivf_params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist), sel=main_sel) \
             if main_sel is not None else faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))
         scores, found = self._search_built(x, k, ivf_params)
