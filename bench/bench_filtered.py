@@ -24,17 +24,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from contextkit.index import Index  # noqa: E402
 from contextkit.index._faiss_kinds import search_faiss  # noqa: E402
 from contextkit.records import Chunk  # noqa: E402
-
-
-def clustered(rng: np.random.Generator, n: int, d: int = 384, k: int = 64) -> np.ndarray:
-    centres = np.random.default_rng(123).standard_normal((k, d)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    x = centres[rng.integers(0, k, n)] + 0.6 * rng.standard_normal((n, d)).astype(np.float32) / np.sqrt(d)
-    return (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+from _synthetic import clustered  # noqa: E402
 
 
 def build(path: Path, kind: str, vecs: np.ndarray) -> None:
