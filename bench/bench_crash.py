@@ -26,7 +26,7 @@ threads start fresh in each.
 
 Run: ``python bench/bench_crash.py`` (20 random kills + 6 at fixed points, 16 files; see bench/README.md).
 Flags: ``--kills N``, ``--seed N``, ``--files N``, ``--chars N``, ``--no-save-points``,
-``--json FILE``. The test suite runs a short version (tests/test_reliability_index.py).
+``--index-type flat|hnsw|ivf|auto`` (hnsw adds to its graph in place), ``--json FILE``. The test suite runs a short version (tests/test_reliability_index.py).
 """
 
 from __future__ import annotations
@@ -634,6 +634,7 @@ def main() -> None:
     parser.add_argument("--batch-chunks", type=int, default=4)
     parser.add_argument("--no-save-points", action="store_true")
     parser.add_argument("--backend", default="auto", choices=["torch", "onnx", "auto"])
+    parser.add_argument("--index-type", default="flat", choices=["flat", "hnsw", "ivf", "auto"])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.serve:
@@ -647,7 +648,8 @@ def main() -> None:
         corpus = make_corpus(work / "corpus", args.files, args.chars)
         with ForkServer(work / "jobs", backend=args.backend) as server:
             print(f"fork server ready in {server.wait_ready():.1f} s (imports + model load, once)")
-            config = {"chunk_size": args.chunk_size, "chunk_overlap": 16, "batch_chunks": args.batch_chunks}
+            config = {"chunk_size": args.chunk_size, "chunk_overlap": 16, "batch_chunks": args.batch_chunks,
+                      "index_type": args.index_type}
             result = run_trials(server, corpus, work, args.kills, args.seed, not args.no_save_points, config)
         if args.json:
             args.json.write_text(json.dumps(result, indent=2))
