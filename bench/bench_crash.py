@@ -26,7 +26,7 @@ threads start fresh in each.
 
 Run: ``python bench/bench_crash.py`` (20 random kills + 6 at fixed points, 16 files; see bench/README.md).
 Flags: ``--kills N``, ``--seed N``, ``--files N``, ``--chars N``, ``--no-save-points``,
-``--index-type flat|hnsw|ivf|auto`` (hnsw adds to its graph in place), ``--json FILE``. The test suite runs a short version (tests/test_reliability_index.py).
+``--index-type flat|hnsw|auto`` (hnsw adds to its graph in place; the check reads vectors back from FAISS, which IVF cannot), ``--json FILE``. The test suite runs a short version (tests/test_reliability_index.py).
 """
 
 from __future__ import annotations
@@ -634,7 +634,7 @@ def main() -> None:
     parser.add_argument("--batch-chunks", type=int, default=4)
     parser.add_argument("--no-save-points", action="store_true")
     parser.add_argument("--backend", default="auto", choices=["torch", "onnx", "auto"])
-    parser.add_argument("--index-type", default="flat", choices=["flat", "hnsw", "ivf", "auto"])
+    parser.add_argument("--index-type", default="flat", choices=["flat", "hnsw", "auto"])
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     if args.serve:
