@@ -26,7 +26,9 @@ threads start fresh in each.
 
 Run: ``python bench/bench_crash.py`` (20 random kills + 6 at fixed points, 16 files; see bench/README.md).
 Flags: ``--kills N``, ``--seed N``, ``--files N``, ``--chars N``, ``--no-save-points``,
-``--index-type flat|hnsw|auto`` (hnsw adds to its graph in place; the check reads vectors back from FAISS, which IVF cannot), ``--json FILE``. The test suite runs a short version (tests/test_reliability_index.py).
+``--index-type flat|hnsw|auto`` (hnsw adds to its graph in place; the check reads vectors
+back from FAISS, which IVF cannot), ``--json FILE``. The test suite runs a short version
+(tests/test_reliability_index.py).
 """
 
 from __future__ import annotations
