@@ -265,6 +265,14 @@ class TestAssemble:
         line = json.loads(log.read_text().splitlines()[0])
         assert line["tokens"] == report.tokens and "FAISS searches" not in log.read_text()
 
+    def test_report_keeps_the_shown_texts_when_asked(self):
+        """The working texts are released before the prompt is joined, but not those the report keeps."""
+        prompt, report = assemble(_sections(_items(3)), 2_000, keep_text=True)
+        shown = [i for i in report.items if i.status == "included" and i.section == "evidence"]
+        assert shown and all(i.text and i.text in prompt for i in shown)
+        _, bare = assemble(_sections(_items(3)), 2_000)
+        assert all(i.text is None for i in bare.items)
+
     def test_profile_budget_cost_and_tokenizer(self):
         _, report = assemble(_sections(_items(3)), "gpt-4o")
         assert report.model == "gpt-4o" and report.tokenizer == "o200k_base"

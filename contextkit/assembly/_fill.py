@@ -147,6 +147,23 @@ class SectionFill:
             self._entry_blocks()
         return sum(b.tokens for b in self.blocks)
 
+    def release(self, keep_text: bool) -> None:
+        """Drop what only choosing needed, once the blocks are final: the duplicate index, each
+        candidate's rendered body and (unless the report keeps texts) its possibly merged text.
+
+        Why: the prompt is joined next, and for a 1M-token prompt these hold about as much
+        memory as the prompt's UTF-8 size three times over; released, the peak holds the chosen
+        blocks and the prompt, not every candidate's text as well."""
+        self.dedup = None
+        self.orderer = None  # it holds the (merged) candidates
+        for b in self.blocks:
+            b.body = None
+        for e in self.entries:
+            e.counted = None
+            if not keep_text:
+                e._body = None
+                e.raw = ""
+
     def fill(self, cap: int, dedup: Deduplicator | None = None) -> int:
         """Spend at most about ``cap`` tokens; returns the estimate spent."""
         if self.body is not None:

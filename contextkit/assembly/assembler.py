@@ -133,6 +133,8 @@ def assemble(
                Deduplicator(near_duplicate_threshold) if merge_passages else None)
 
     total = _settle(fills, flexible, limit, tok)
+    for f in fills:
+        f.release(keep_text)
     prompt = "".join(b.text for f in fills for b in f.blocks)
     if verify:
         recount = tok.count(prompt)
