@@ -246,19 +246,21 @@ def ingest(
     return report
 
 
-def _run_batches(todo, index, embedder, chunker, config, report, notify, clock) -> None:
+def _run_batches(todo, index, embedder, chunker, config, report, notify, clock, redactor=None) -> None:
     """Load files in groups, chunk each group at once (in parallel with ``workers``), commit in batches.
 
     A file above ``config.stream_above_bytes`` is streamed instead (:mod:`contextkit._ingest_stream`): JSONL
     record by record, text window by window, unless the index redacts (PII redaction needs the
     whole text) or the tokenizer has no stable boundaries (then exact windowing is impossible).
+    ``redactor``: the run's PII session when a caller shares one (the Ray engine); else one is made
+    here for a redacting index.
     """
     batch: list[_Pending] = []
     group: list[_Pending] = []
     group_chars = 0
     # Enough text per group to keep every chunking worker busy, bounded for memory.
     group_target = config.batch_chunks * 4 * 256 * max(1, config.workers)
-    redactor = _redactor() if index.manifest.redact else None
+    redactor = redactor or (_redactor() if index.manifest.redact else None)
     limits = LoadLimits(max_parse_bytes=config.max_parse_bytes, pdf_timeout=config.pdf_timeout)
     can_stream = redactor is None and chunker.tokenizer.stable_mask("a b") is not None
 

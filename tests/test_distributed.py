@@ -138,6 +138,21 @@ class TestRayIngest:
         assert_same_index(ix, local_index[0])
         assert report.chunks_added == local_index[1].chunks_added
 
+    def test_redaction_masks_on_the_driver_in_one_session_like_a_local_run(self, ray_cluster, embedder, tmp_path):
+        folder = tmp_path / "mail"
+        folder.mkdir()
+        (folder / "a.txt").write_text("Write to ines.silva@example.org or call +44 20 7946 0958.\n" * 3, encoding="utf-8")
+        (folder / "b.txt").write_text("Ines (ines.silva@example.org) paid with 4111 1111 1111 1111.\n", encoding="utf-8")
+        (folder / "c.txt").write_text("Ask bob@example.com, not ines.silva@example.org.\n", encoding="utf-8")
+        local = ingest([folder], tmp_path / "local", embedder=embedder, redact=True)
+        # parts of ~100 bytes: the driver masks and ships the files in three Ray jobs, one session throughout
+        ray = ingest([folder], tmp_path / "ray", engine="ray", redact=True, embedder=embedder, stream_above_bytes=100)
+        assert ray.redactions == local.redactions == {"EMAIL": 6, "PHONE": 3, "CARD": 1}
+        assert ray.seconds.get("ray", 0) > 0  # b.txt and c.txt went through Ray (a.txt, over the limit, did not)
+        assert_same_index(tmp_path / "ray", tmp_path / "local")  # same placeholders, chunks and vectors
+        texts = " ".join(r[8] for r in chunk_rows(tmp_path / "ray"))
+        assert "example.org" not in texts and "<EMAIL_1>" in texts and "<EMAIL_2>" in texts
+
     def test_a_worker_killed_mid_job_loses_and_duplicates_nothing(self, ray_cluster, corpus, local_index,
                                                                   tmp_path, monkeypatch):
         marker = tmp_path / "killed"

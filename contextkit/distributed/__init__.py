@@ -45,7 +45,4 @@ def ray_batches(config: IngestConfig) -> RayBatches:
     """
     from contextkit.distributed._pipeline import RayBatches
 
-    if config.redact:
-        raise ValueError("--redact is not supported with engine='ray' yet (placeholders are numbered across "
-                         "files in one session, which workers do not share): ingest with engine='local'")
     return RayBatches(config)

@@ -43,9 +43,11 @@ from contextkit.ingestion import (
     IngestReport,
     _commit_batch,
     _Pending,
+    _redact,
+    _redactor,
     _run_batches,
 )
-from contextkit.loaders import LoadLimits
+from contextkit.loaders import LoadLimits, load_file
 from contextkit.records import Chunk, Document
 
 log = logging.getLogger(__name__)
@@ -89,15 +91,25 @@ class RayBatches:
 
     def __call__(self, todo: list[_Pending], index: Index, embedder: Any, chunker: Any, config: IngestConfig,
                  report: IngestReport, notify: Callable[[IngestEvent], None], clock: Any) -> None:
-        if index.manifest.redact:
-            raise ValueError(f"{index.path}: built with --redact, which engine='ray' does not support yet; "
-                             "ingest it with engine='local'")
+        redactor = _redactor() if index.manifest.redact else None  # one PII session for the whole run
         big = [p for p in todo if p.size > config.stream_above_bytes]
         if big:  # streamed here, in bounded memory; a worker would hold the whole text (and may die of it)
             log.info("ray: %d file(s) above %d bytes streamed and embedded on this machine (e.g. %s)",
                      len(big), config.stream_above_bytes, big[0].source.doc_id)
-            _run_batches(big, index, embedder, chunker, config, report, notify, clock)
+            _run_batches(big, index, embedder, chunker, config, report, notify, clock, redactor=redactor)
             todo = [p for p in todo if p.size <= config.stream_above_bytes]
+        if redactor is None:
+            self._run(todo, [""] * len(todo), index, chunker, config, report, notify, clock)
+            return
+        # Redacting: the driver loads and masks each file (placeholders are numbered across files, in
+        # the local order), a part of at most stream_above_bytes at a time; workers chunk and embed.
+        for part in _parts(todo, max(1, config.stream_above_bytes)):
+            kept, documents = _load_redacted(part, redactor, config, report, clock)
+            self._run(kept, documents, index, chunker, config, report, notify, clock)
+
+    def _run(self, todo: list[_Pending], documents: list[str], index: Index, chunker: Any, config: IngestConfig,
+             report: IngestReport, notify: Callable[[IngestEvent], None], clock: Any) -> None:
+        """One Ray job over ``todo`` (``documents``: each file's pre-loaded documents as JSON, or "")."""
         if not todo:
             return
         ray = self.ray
@@ -112,8 +124,9 @@ class RayBatches:
         context.execution_options.preserve_order = True  # commits in the local order: the same rowids
         context.enable_progress_bars = False  # the library logs; the CLI draws the one bar
         try:
-            items = [{"doc_id": p.source.doc_id, "path": str(p.source.path), "sha256": p.sha256,
-                      "known": json.dumps([] if p.is_new else _vector_keys(index, p.source.doc_id))} for p in todo]
+            items = [{"doc_id": p.source.doc_id, "path": str(p.source.path), "sha256": p.sha256, "documents": docs,
+                      "known": json.dumps([] if p.is_new else _vector_keys(index, p.source.doc_id))}
+                     for p, docs in zip(todo, documents, strict=True)]
             ds = ray.data.from_items(items, override_num_blocks=blocks)
             with warnings.catch_warnings():  # retry limits have no named parameter yet (Ray 2.60)
                 warnings.filterwarnings("ignore", message=".*ray_remote_args.*deprecated")
@@ -173,6 +186,38 @@ class RayBatches:
         if waiting:
             raise RayIngestError(f"{len(waiting)} file(s) never came back from the Ray job (e.g. "
                                  f"{next(iter(waiting))}); {committed} were committed; run the ingestion again")
+
+
+def _parts(todo: list[_Pending], max_bytes: int) -> Iterator[list[_Pending]]:
+    """Consecutive runs of files of at most ``max_bytes`` together (one file alone may exceed it)."""
+    part: list[_Pending] = []
+    size = 0
+    for item in todo:
+        if part and size + item.size > max_bytes:
+            yield part
+            part, size = [], 0
+        part.append(item)
+        size += item.size
+    if part:
+        yield part
+
+
+def _load_redacted(part: list[_Pending], redactor: Any, config: IngestConfig, report: IngestReport, clock: Any
+                   ) -> tuple[list[_Pending], list[str]]:
+    """Load and mask the files of one part here, as local ingestion does; the kept files and their documents."""
+    limits = LoadLimits(max_parse_bytes=config.max_parse_bytes, pdf_timeout=config.pdf_timeout)
+    kept, documents = [], []
+    for item in part:
+        with clock("load"):
+            result = load_file(item.source, limits)
+        report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
+        if not (result.documents or not result.errors):
+            continue
+        with clock("redact"):
+            docs = _redact(result.documents, redactor, report)
+        kept.append(item)
+        documents.append(json.dumps([d.to_dict() for d in docs], ensure_ascii=False))
+    return kept, documents
 
 
 def _vector_keys(index: Index, file: str) -> list[str]:

@@ -20,6 +20,7 @@ import numpy as np
 
 from contextkit.chunking import TokenChunker
 from contextkit.loaders import LoadLimits, SourceFile, file_sha256, load_file
+from contextkit.records import Document
 
 #: Test hook, read on the driver and handed to the actors: a marker file path. The first
 #: embedding call that finds it missing creates it and kills its own worker process, so a
@@ -45,14 +46,21 @@ def load_and_chunk(batch: dict[str, np.ndarray], chunker: str, limits: str) -> d
     """Load and chunk the files of one block; every problem comes back as a failure in the payload."""
     tok = _chunker(chunker)
     bounds = LoadLimits.model_validate_json(limits)
-    payloads = [json.dumps(_one_file(str(d), str(p), str(s), tok, bounds), ensure_ascii=False, default=str)
-                for d, p, s in zip(batch["doc_id"], batch["path"], batch["sha256"])]
+    payloads = [json.dumps(_one_file(str(d), str(p), str(s), tok, bounds, str(docs)), ensure_ascii=False,
+                           default=str)
+                for d, p, s, docs in zip(batch["doc_id"], batch["path"], batch["sha256"], batch["documents"])]
     return {"doc_id": batch["doc_id"], "known": batch["known"], "payload": np.array(payloads, dtype=object)}
 
 
-def _one_file(doc_id: str, path: str, sha256: str, chunker: TokenChunker, limits: LoadLimits) -> dict[str, Any]:
-    """Mirrors local ingestion's per-file steps (load_file, then chunk each document)."""
+def _one_file(doc_id: str, path: str, sha256: str, chunker: TokenChunker, limits: LoadLimits,
+              documents: str = "") -> dict[str, Any]:
+    """Mirrors local ingestion's per-file steps (load_file, then chunk each document).
+
+    ``documents``: the file's documents as JSON when the driver loaded them already (a
+    redacting index: the driver masks PII in one session for the whole run)."""
     failures: list[dict[str, str]] = []
+    if documents:
+        return _chunked(doc_id, [Document.from_dict(d) for d in json.loads(documents)], chunker, failures)
     try:
         seen = file_sha256(Path(path))
     except OSError as exc:
@@ -67,14 +75,20 @@ def _one_file(doc_id: str, path: str, sha256: str, chunker: TokenChunker, limits
     failures += [{"path": e.path, "reason": e.reason} for e in result.errors]
     if not (result.documents or not result.errors):
         return {"keep": False, "failures": failures}
+    return _chunked(doc_id, result.documents, chunker, failures)
+
+
+def _chunked(doc_id: str, documents: list[Document], chunker: TokenChunker, failures: list[dict[str, str]]
+             ) -> dict[str, Any]:
+    """A loaded file's payload: its documents and their chunks (or why it failed)."""
     try:
-        per_doc = [chunker.chunk(d) for d in result.documents]
+        per_doc = [chunker.chunk(d) for d in documents]
     except ValueError as exc:  # a header too large for a document: the file fails, as locally
         return {"keep": False, "failures": [*failures, {"path": doc_id, "reason": str(exc)}]}
     return {
         "keep": True,
         "failures": failures,
-        "documents": [d.to_dict() for d in result.documents],
+        "documents": [d.to_dict() for d in documents],
         "chunks": [asdict(c) for chunks in per_doc for c in chunks],
         "empty_documents": sum(1 for chunks in per_doc if not chunks),
     }
