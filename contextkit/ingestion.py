@@ -287,16 +287,9 @@ def _run_batches(todo, index, embedder, chunker, config, report, notify, clock, 
 
             stream_file(item, stream, index, embedder, chunker, config, report, notify, clock, redactor)
             continue
-        with clock("load"):
-            result = load_file(item.source, limits)
-        report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
-        if result.documents or not result.errors:
-            item.documents = result.documents
-            if redactor is not None:
-                with clock("redact"):
-                    item.documents = _redact(item.documents, redactor, report)
+        if _load(item, limits, redactor, report, clock):
             group.append(item)
-            group_chars += sum(len(d.text) for d in result.documents)
+            group_chars += sum(len(d.text) for d in item.documents)
         if group_chars >= group_target:
             chunk_group()
         if sum(len(i.chunks) for i in batch) >= config.batch_chunks:
@@ -305,6 +298,22 @@ def _run_batches(todo, index, embedder, chunker, config, report, notify, clock, 
     chunk_group()
     if batch:
         _commit_batch(batch, index, embedder, report, notify, clock)
+
+
+def _load(item: _Pending, limits: LoadLimits, redactor: Any, report: IngestReport, clock: _Clock) -> bool:
+    """Load one file into ``item.documents`` (PII masked when ``redactor``); False when nothing of it is kept.
+
+    Its load errors go to the report; a file that gave some documents keeps them, as does an empty one."""
+    with clock("load"):
+        result = load_file(item.source, limits)
+    report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
+    if not (result.documents or not result.errors):
+        return False
+    item.documents = result.documents
+    if redactor is not None:
+        with clock("redact"):
+            item.documents = _redact(item.documents, redactor, report)
+    return True
 
 
 def _redactor() -> Any:

@@ -42,12 +42,12 @@ from contextkit.ingestion import (
     IngestEvent,
     IngestReport,
     _commit_batch,
+    _load,
     _Pending,
-    _redact,
     _redactor,
     _run_batches,
 )
-from contextkit.loaders import LoadLimits, load_file
+from contextkit.loaders import LoadLimits
 from contextkit.records import Chunk, Document
 
 log = logging.getLogger(__name__)
@@ -208,15 +208,10 @@ def _load_redacted(part: list[_Pending], redactor: Any, config: IngestConfig, re
     limits = LoadLimits(max_parse_bytes=config.max_parse_bytes, pdf_timeout=config.pdf_timeout)
     kept, documents = [], []
     for item in part:
-        with clock("load"):
-            result = load_file(item.source, limits)
-        report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
-        if not (result.documents or not result.errors):
-            continue
-        with clock("redact"):
-            docs = _redact(result.documents, redactor, report)
-        kept.append(item)
-        documents.append(json.dumps([d.to_dict() for d in docs], ensure_ascii=False))
+        if _load(item, limits, redactor, report, clock):
+            kept.append(item)
+            documents.append(json.dumps([d.to_dict() for d in item.documents], ensure_ascii=False))
+            item.documents = []  # travels as JSON; the commit takes the workers' copy
     return kept, documents
 
 

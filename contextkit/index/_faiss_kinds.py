@@ -42,9 +42,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DELTA_FILES", "DELTA_MAX", "DELTA_SHARE", "EXACT_FILTER_MAX", "EXACT_FILTER_SHARE", "IVFPQ_FILES", "IVFPQ_TRAIN_FROM",
-           "RefinedIVFPQ", "SkippingIndex", "build_ivfpq", "default_nlist", "default_pq_m", "filtered_params", "ivf_nprobe",
-           "load_delta", "open_ivfpq", "search_faiss"]
+__all__ = ["DELTA_FILES", "DELTA_MAX", "DELTA_SHARE", "EXACT_FILTER_MAX", "EXACT_FILTER_SHARE", "IVFPQ_FILES",
+           "IVFPQ_TRAIN_FROM", "RefinedIVFPQ", "SkippingIndex", "build_ivfpq", "default_nlist", "default_pq_m",
+           "filtered_params", "ivf_nprobe", "load_delta", "open_ivfpq", "search_faiss"]
 
 #: ``ivfpq`` stays exact (flat) below this many vectors: k-means wants ~39 points per list
 #: and each 8-bit PQ codebook 256 x 39 = 9,984 (FAISS warns below that).
@@ -134,6 +134,13 @@ def _skip_selector(deleted: np.ndarray) -> tuple[Any, Any]:
     return gone, faiss.IDSelectorNot(gone)
 
 
+def _also_skipping(sel: Any, skip: tuple[Any, Any]) -> Any:
+    """The caller's selector (or none) restricted further to rowids not in ``skip``."""
+    import faiss
+
+    return faiss.IDSelectorAnd(sel, skip[1]) if sel is not None else skip[1]
+
+
 class SkippingIndex:
     """An ``IndexIDMap2`` over HNSW whose removed rowids are skipped at search, not removed.
 
@@ -169,9 +176,7 @@ class SkippingIndex:
 
         inner = faiss.downcast_index(self.index)
         skip = self._skip = self._skip or _skip_selector(self.deleted)  # a local keeps it alive meanwhile
-        kept = skip[1]
-        sel = getattr(params, "sel", None) if params is not None else None
-        both = faiss.IDSelectorAnd(sel, kept) if sel is not None else kept
+        both = _also_skipping(getattr(params, "sel", None) if params is not None else None, skip)
         ef = getattr(params, "efSearch", 0) or inner.hnsw.efSearch
         # a wider search: about this many of the visited entries are skipped
         ef = int(np.ceil(ef * self.idmap.ntotal / max(1, self.ntotal)))
@@ -286,7 +291,7 @@ class RefinedIVFPQ:
         main_sel = sel
         if len(self.deleted):
             skip = self._skip = self._skip or _skip_selector(self.deleted)  # a local keeps it alive meanwhile
-            main_sel = faiss.IDSelectorAnd(sel, skip[1]) if sel is not None else skip[1]
+            main_sel = _also_skipping(sel, skip)
         ivf_params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist), sel=main_sel) \
             if main_sel is not None else faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))
         scores, found = self._search_built(x, k, ivf_params)

@@ -312,20 +312,13 @@ class VectorFiles:
                 return {**{name: self.manifest.checksums[name] for name in names}, **self._write_delta(f)}
             self._rebuild_ivfpq(fold=False)
             f = self._faiss
-        sums = {"vectors.faiss": self._write_faiss(f.index), **self._write_delta(f)}
-        ids_final = self.path / IVFPQ_FILES[1]
-        tmp = ids_final.with_name(ids_final.name + ".tmp")
-        with open(tmp, "wb") as fh:
-            np.save(fh, np.asarray(f.ids, dtype=np.int64))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, ids_final)
+        sums = {"vectors.faiss": self._write_faiss(f.index), **self._write_delta(f),
+                **self._write_arrays({IVFPQ_FILES[1]: np.asarray(f.ids, dtype=np.int64)})}
         raw_final = self.path / IVFPQ_FILES[0]
         os.replace(f.raw_path, raw_final)  # fsynced by the build; the map follows the inode
         _fsync_dir(self.path)
         f.raw_path = None
         sums[IVFPQ_FILES[0]] = file_sum(raw_final, sha256=f.raw_sha256)
-        sums[IVFPQ_FILES[1]] = file_sum(ids_final)
         return sums
 
     def _write_delta(self, f: RefinedIVFPQ) -> dict[str, FileSum]:

@@ -55,7 +55,7 @@ SAMPLE_BYTES = 1 << 20
 FULL_CHECK_ON_OPEN = 8 << 20
 #: Temporary names a save writes then renames; left behind only by an interrupted save.
 LEFTOVERS = ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "bm25.old", "vectors.ids.npy.tmp",
-             "vectors.f16.npy.build", "vectors.delta.npy.tmp", "vectors.delta_ids.npy.tmp", "vectors.deleted.npy.tmp")
+             "vectors.f16.npy.build", *(f"{name}.tmp" for name in DELTA_FILES))
 
 Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy"]
 PROBLEMS = frozenset({"missing", "corrupt", "stale", "mismatch"})
@@ -404,20 +404,28 @@ def _verify_derived(folder: Path, manifest, db: sqlite3.Connection, store_gen: i
             report.add("bm25/", "ok" if recorded else "unchecked", f"{how}; {len(loaded.rowids)} chunks")
 
 
+def _load_checked(folder: Path, name: str, manifest, full: bool, report: VerifyReport, mmap: bool = False):
+    """A recorded ``.npy`` file whose checksum holds, loaded; None (reported missing or corrupt) otherwise."""
+    import numpy as np
+
+    problem = check_file(folder / name, manifest.checksums[name], full)
+    if not problem:
+        try:
+            return np.load(folder / name, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            problem = f"unreadable by numpy: {exc}"
+    report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+    return None
+
+
 def _verify_ivfpq_files(folder: Path, manifest, ntotal: int, full: bool, report: VerifyReport):
     """Checksums and shapes of an ``ivfpq`` index's ``.npy`` files; its rowids (None when unreadable)."""
     import numpy as np
 
     ids = None
     for name in ("vectors.f16.npy", "vectors.ids.npy"):
-        problem = check_file(folder / name, manifest.checksums[name], full)
-        if problem:
-            report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
-            continue
-        try:
-            arr = np.load(folder / name, mmap_mode="r", allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            report.add(name, "corrupt", f"unreadable by numpy: {exc}", repairable=True)
+        arr = _load_checked(folder, name, manifest, full, report, mmap=True)
+        if arr is None:
             continue
         want = (ntotal, manifest.dim) if name == "vectors.f16.npy" else (ntotal,)
         if arr.shape != want:
@@ -434,15 +442,8 @@ def _verify_skipped(folder: Path, manifest, graph_ids, full: bool, report: Verif
     import numpy as np
 
     name = DELTA_FILES[2]
-    problem = check_file(folder / name, manifest.checksums[name], full)
-    deleted = None
-    if not problem:
-        try:
-            deleted = np.load(folder / name, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            problem = f"unreadable by numpy: {exc}"
-    if problem:
-        report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+    deleted = _load_checked(folder, name, manifest, full, report)
+    if deleted is None:
         return None
     if deleted.ndim != 1 or not np.isin(deleted, graph_ids).all():
         report.add(name, "mismatch", "rowids the graph does not hold", repairable=True)
@@ -457,13 +458,8 @@ def _verify_delta_files(folder: Path, manifest, built_ids, full: bool, report: V
 
     arrays = []
     for name in DELTA_FILES:
-        problem = check_file(folder / name, manifest.checksums[name], full)
-        try:
-            arrays.append(None if problem else np.load(folder / name, allow_pickle=False))
-        except (OSError, ValueError) as exc:
-            problem = f"unreadable by numpy: {exc}"
-        if problem:
-            report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+        arrays.append(_load_checked(folder, name, manifest, full, report))
+        if arrays[-1] is None:
             return None
     vectors, added, deleted = arrays
     if vectors.shape != (len(added), manifest.dim) or not np.isin(deleted, built_ids).all():
