@@ -1,4 +1,4 @@
-"""Synthetic embedding-like vectors shared by the index benches (the same mixture as ``tests/test_index.py``)."""
+"""Synthetic embedding-like vectors shared by the index benches (the same mixture as ``tests/index/test_index.py``)."""
 
 from __future__ import annotations
 

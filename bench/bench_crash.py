@@ -28,7 +28,7 @@ Run: ``python bench/bench_crash.py`` (20 random kills + 6 at fixed points, 16 fi
 Flags: ``--kills N``, ``--seed N``, ``--files N``, ``--chars N``, ``--no-save-points``,
 ``--index-type flat|hnsw|auto`` (hnsw adds to its graph in place; the check reads vectors
 back from FAISS, which IVF cannot), ``--json FILE``. The test suite runs a short version
-(tests/test_reliability_index.py).
+(tests/index/test_reliability.py).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ TXN_POINT = "commit:before"
 def _serve() -> None:
     """The fork server's main loop: one JSON job per stdin line, one child per job."""
     t0 = time.perf_counter()
-    import contextkit._cli_index  # noqa: F401  (registers verify / repair)
+    import contextkit.cli.index  # noqa: F401  (registers verify / repair)
     import contextkit.cli  # noqa: F401
     import contextkit.ingestion  # noqa: F401
     from contextkit.embedders import Embedder
@@ -155,7 +155,7 @@ def _install_hooks(emit, crash: str | None, fault: str | None, batch_chunks: int
 
     from contextkit.embedders import Embedder
     from contextkit.index import _index
-    from contextkit import ingestion as ingest_mod
+    from contextkit.ingestion import _ingest as ingest_mod
 
     def die(point: str) -> None:
         emit(f"kill {point}")
@@ -172,23 +172,23 @@ def _install_hooks(emit, crash: str | None, fault: str | None, batch_chunks: int
 
     Embedder.embed = embed_hook
 
-    open_index = ingest_mod._open_index
+    open_index = ingest_mod.open_index
 
     def open_hook(*args, **kwargs):
         result = open_index(*args, **kwargs)
         emit("opened")
         return result
 
-    ingest_mod._open_index = open_hook
+    ingest_mod.open_index = open_hook
 
     if batch_chunks is not None:
-        run_batches = ingest_mod._run_batches
+        run_batches = ingest_mod.run_batches
 
         def batches_hook(todo, index, embedder, chunker, config, *args, **kwargs):
             config = config.model_copy(update={"batch_chunks": batch_chunks})
             return run_batches(todo, index, embedder, chunker, config, *args, **kwargs)
 
-        ingest_mod._run_batches = batches_hook
+        ingest_mod.run_batches = batches_hook
 
     commits = {"n": 0}
     commit = _index.Index.commit

@@ -7,7 +7,7 @@ and widens the search for wider ones; the peer is what it did before, and what a
 writes: ``SearchParameters(sel=IDSelectorBatch(allowed))`` on the index as it is.
 
 Workload: ``--n`` embedding-like 384-d vectors (a mixture of 64 directions plus noise, as in
-``tests/test_index.py``), one index per type, 50 queries, allowed sets drawn at random at
+``tests/index/test_index.py``), one index per type, 50 queries, allowed sets drawn at random at
 each ``--shares`` value; Recall@10 against exact search over the allowed vectors.
 Run: ``python bench/bench_filtered.py [--n 20000]``.
 """

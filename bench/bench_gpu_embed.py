@@ -15,7 +15,7 @@ Sides, each timed on the same chunks after a warm-up (best of ``--repeats``):
   ~2,700 (fp16) chunks/s on one H200, held back by tokenisation on the CPU.
 * ``contextkit fp16`` / ``contextkit fp32``: the library path,
   ``Embedder(backend="torch", precision=..., long_text="truncate")``, i.e.
-  :class:`contextkit._gpu_embed.PipelineEncoder`: length-sorted batches (``--batch``,
+  :class:`contextkit.embedders._torch_pipeline.PipelineEncoder`: length-sorted batches (``--batch``,
   default the Embedder's: 512 on a GPU, 64 on a CPU) padded to a multiple of 8, a pool
   of tokenizer workers (``--workers``; processes on a GPU, one thread on a CPU) ahead
   of the model, pinned memory and ``non_blocking`` copies on a side stream, fp16

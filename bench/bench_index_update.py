@@ -7,7 +7,7 @@ build (added chunks searched exactly, removed rowids skipped), and ``hnsw`` adds
 in place and skips removed rowids; both rebuild only past a tenth of the structure.
 
 Workload: an ``Index(index_type=--kind)`` of ``--n`` embedding-like 384-d vectors (a mixture
-of 64 directions plus noise, as in ``tests/test_index.py``) in documents of 100 chunks, built
+of 64 directions plus noise, as in ``tests/index/test_index.py``) in documents of 100 chunks, built
 and saved once. Then, on two copies of that folder, the same change: one document removed
 and ``--add`` new documents of 100 chunks added, then ``save()``:
 

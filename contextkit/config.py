@@ -25,14 +25,11 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Any
+from contextkit.errors import ConfigError
 
 __all__ = ["ConfigError", "find_config", "load_config"]
 
 CONFIG_FILE = "contextkit.toml"
-
-
-class ConfigError(ValueError):
-    """An unreadable or malformed config file; the message names it."""
 
 
 def find_config(start: str | Path | None = None) -> Path | None:

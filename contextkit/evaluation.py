@@ -37,6 +37,7 @@ import numpy as np
 from pydantic import BaseModel, Field
 
 from contextkit.ingestion import IngestEvent, IngestReport
+from contextkit.errors import EvaluationError
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.embedders import Embedder
@@ -67,10 +68,6 @@ __all__ = [
 MODES = ("dense", "bm25", "hybrid")
 DEFAULT_METRICS = ("ndcg@10", "recall@10", "recall@100", "mrr@10")
 _TREC = {"ndcg": "ndcg_cut", "recall": "recall", "precision": "P", "map": "map_cut"}
-
-
-class EvaluationError(ValueError):
-    """The evaluation cannot run (a missing or malformed file, a bad option); the message says why."""
 
 
 # --------------------------------------------------------------------------- data

@@ -9,14 +9,11 @@ from typing import Any, Literal
 from contextkit.embedders import Embedder
 from contextkit.index import Index, IndexFolderError
 from contextkit.records import ScoredChunk
+from contextkit.errors import SearchError
 
 __all__ = ["SearchError", "search_index"]
 
 Mode = Literal["dense", "bm25", "hybrid"]
-
-
-class SearchError(RuntimeError):
-    """The search could not run (no index, bad input); the message says why."""
 
 
 def search_index(index_dir: str | Path, query: str, k: int = 10, mode: Mode = "hybrid",

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from contextkit.errors import TokenizerNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -36,10 +37,6 @@ __all__ = [
 #: (see :meth:`Tokenizer.stable_boundaries`) gives token-exact chunks without
 #: re-encoding. Others are still exact, via re-encoding at the cuts.
 _STABLE_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"})
-
-
-class TokenizerNotFoundError(LookupError):
-    """The named tokenizer cannot be loaded offline."""
 
 
 class Tokenizer(ABC):
@@ -340,7 +337,7 @@ def get_tokenizer(name: str | Tokenizer = "cl100k_base") -> Tokenizer:
     if name in {"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"}:
         return TiktokenTokenizer(name)
     if name == "model":
-        from contextkit.embedders import default_model_path
+        from contextkit.embedders.base import default_model_path
 
         return HuggingFaceTokenizer(default_model_path())
     return HuggingFaceTokenizer(name.removeprefix("hf:"))

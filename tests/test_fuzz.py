@@ -5,7 +5,7 @@ What each must hold, whatever it is fed:
 * loaders: :func:`load_file` never raises; a file gives documents or :class:`LoadError`
   values naming it (JSONL: exactly one of the two per non-blank line), and every
   document's text is a ``str`` that UTF-8 can carry.
-* chunker: the invariants of ``tests/test_chunking.py`` (exact offsets, exact token
+* chunker: the invariants of ``tests/chunking/test_token.py`` (exact offsets, exact token
   counts, size and overlap bounds, full coverage), here on text that file does not
   generate: runs of thousands of characters without a space, scripts without spaces
   (Thai, CJK), ZWJ emoji, combining marks, rare white space, tiny chunk sizes.

@@ -32,14 +32,11 @@ from contextkit.assembly.render import Renderer
 from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
 from contextkit.assembly.sections import EvidenceItem, Section, SectionError
 from contextkit.tokenizers import Tokenizer, get_tokenizer
+from contextkit.errors import BudgetError
 
 __all__ = ["AssemblyResult", "BudgetError", "assemble", "resolve_budget"]
 
 FILL_TARGET = 0.99
-
-
-class BudgetError(ValueError):
-    """The budget cannot hold what must go in (the pinned sections)."""
 
 
 class AssemblyResult(NamedTuple):
@@ -168,7 +165,6 @@ def _redacted(section: Section, redactor: Any) -> Section:
     if section.role == "question" and section.content:
         return copy_with(section, content=redactor.redact(section.content).text)
     return section
-
 
 
 def _prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: float | None,

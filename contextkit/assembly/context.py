@@ -18,12 +18,9 @@ from contextkit.assembly.assembler import AssemblyResult, assemble
 from contextkit.assembly.profiles import ModelProfile
 from contextkit.assembly.sections import EvidenceItem, Section, SectionError
 from contextkit.records import Message
+from contextkit.errors import HistoryFileError
 
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
-
-
-class HistoryFileError(ValueError):
-    """A history file that is not valid JSON lines of messages; names the line."""
 
 
 class AssemblerConfig(BaseModel):

@@ -17,12 +17,9 @@ own with ``register_profile(..., replace=True)`` when cost matters.
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
+from contextkit.errors import ProfileError
 
 __all__ = ["ModelProfile", "ProfileError", "get_profile", "list_profiles", "register_profile"]
-
-
-class ProfileError(LookupError):
-    """An unknown model profile, or an impossible one."""
 
 
 class ModelProfile(BaseModel):

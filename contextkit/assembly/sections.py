@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextkit.records import Message, ScoredChunk
+from contextkit.errors import SectionError
 
 __all__ = ["ROLES", "EvidenceItem", "Section", "SectionError"]
 
@@ -27,10 +28,6 @@ _DEFAULT_TAG = {"system": "system", "key_instructions": "instructions", "task": 
                 "domain_knowledge": "knowledge", "evidence": "evidence", "history": "history",
                 "question": "question"}
 _TAG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-
-
-class SectionError(ValueError):
-    """A section or item that cannot be used, named in the message."""
 
 
 @dataclass(frozen=True, slots=True)

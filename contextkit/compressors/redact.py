@@ -109,6 +109,7 @@ from contextkit.compressors._pii_detect import (
 )
 from contextkit.compressors._pii_secrets import _find_assignments, _find_keys, _generic_finder
 from contextkit.compressors.base import CompressionReport
+from contextkit.errors import RestoreUnavailableError
 
 __all__ = [
     "KINDS",
@@ -122,10 +123,6 @@ __all__ = [
 KINDS: tuple[str, ...] = ("EMAIL", "PHONE", "CARD", "IBAN", "IP", "SECRET")
 
 _PLACEHOLDER = re.compile(r"<(EMAIL|PHONE|CARD|IBAN|IP|SECRET)_([1-9]\d*)>")
-
-
-class RestoreUnavailableError(RuntimeError):
-    """``restore()`` on a redactor built without ``keep_mapping=True``."""
 
 
 # ------------------------------------------------------------------ records

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from contextkit.index._bm25 import BM25Config
 from contextkit.index._verify import FileSum, sqlite_header_problem
+from contextkit.errors import IndexCorruptError, IndexFolderError, IndexLockedError, IndexMismatchError, IndexWriteError, StoreCorruptError, StoreWriteError
 
 __all__ = ["FORMAT_VERSION", "SETTINGS_FIELDS", "IndexCorruptError", "IndexFolderError", "IndexLockedError",
            "IndexManifest", "IndexMismatchError", "IndexType", "IndexWriteError", "StoreCorruptError",
@@ -24,39 +25,6 @@ __all__ = ["FORMAT_VERSION", "SETTINGS_FIELDS", "IndexCorruptError", "IndexFolde
 
 FORMAT_VERSION = 1
 IndexType = Literal["flat", "hnsw", "ivf", "ivfpq", "auto"]
-
-
-class IndexFolderError(RuntimeError):
-    """The index folder is missing, corrupt or inconsistent (the message says which)."""
-
-
-class IndexMismatchError(IndexFolderError):
-    """The index was built with another model, dimension or format."""
-
-
-class IndexLockedError(IndexFolderError):
-    """Another process is writing to this index."""
-
-
-class IndexWriteError(IndexFolderError):
-    """Writing the index failed (full disk, permissions, I/O); its last committed state is intact."""
-
-
-class IndexCorruptError(IndexFolderError):
-    """A file of the index is damaged or inconsistent; ``file`` names it, relative to the folder."""
-
-    def __init__(self, message: str, file: str | None = None) -> None:
-        super().__init__(message)
-        self.file = file
-
-
-class StoreWriteError(IndexWriteError, sqlite3.OperationalError):
-    """SQLite could not write the records store (still a ``sqlite3.OperationalError``)."""
-
-
-class StoreCorruptError(IndexCorruptError, sqlite3.DatabaseError):
-    """SQLite found the records store damaged (still a ``sqlite3.DatabaseError``)."""
-
 
 
 class IndexManifest(BaseModel):
@@ -93,7 +61,6 @@ class IndexManifest(BaseModel):
 SETTINGS_FIELDS = ("format_version", "model", "dim", "embedder", "tokenizer", "chunker", "redact", "index_type",
                    "hnsw_m", "hnsw_ef_search", "hnsw_ef_construction", "ivfpq_m", "ivfpq_nbits", "ivfpq_nprobe",
                    "ivfpq_refine", "metric", "bm25", "created_at")
-
 
 
 def _now() -> str:
@@ -143,7 +110,6 @@ def _check_store_file(folder: Path) -> None:
     if problem:
         raise IndexCorruptError(f"{path}: damaged: {problem}; {lost} (`contextkit verify --index {folder}` "
                                 "checks everything)", file="store.sqlite")
-
 
 
 def _stored_chunks(store: Path) -> int:

@@ -17,16 +17,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextkit.records import ScoredChunk
+from contextkit.errors import RetrievalError
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.index import Index
     from contextkit.retrievers.rerank import Reranker
 
 __all__ = ["Filters", "RetrievalError", "Retriever"]
-
-
-class RetrievalError(ValueError):
-    """A retrieval request that cannot be served (the message says why)."""
 
 
 class Filters(BaseModel):

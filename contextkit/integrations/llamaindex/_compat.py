@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 from importlib import metadata
+from contextkit.errors import LlamaIndexVersionError
 
 __all__ = ["SUPPORTED", "LlamaIndexVersionError", "check_version"]
 
 #: Versions the plug-in is tested against (inclusive lower bound, exclusive upper bound).
 SUPPORTED = ("0.14", "0.15")
-
-
-class LlamaIndexVersionError(ImportError):
-    """llama-index-core is missing or outside the supported range."""
 
 
 def _tuple(version: str) -> tuple[int, ...]:

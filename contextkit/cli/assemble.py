@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from contextkit.cli import IndexOpt, _fail, app, err, out
+from contextkit.cli._app import IndexOpt, app, err, fail, out
 
 
 @app.command()
@@ -51,16 +51,20 @@ def assemble(
     Example: contextkit assemble "How are exceptions chained?" --index my.ck-index --model gpt-4o --out prompt.txt
     """
     from contextkit.assembly import BudgetError, ProfileError, SectionError, get_profile
-    from contextkit.assembly.context import ContextAssembler, HistoryFileError, load_history
+    from contextkit.assembly.context import (
+        ContextAssembler,
+        HistoryFileError,
+        load_history,
+    )
     from contextkit.index import Index, IndexFolderError
     from contextkit.retrievers import Filters, RetrievalError
 
     if budget is None and model is None:
-        raise _fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
+        raise fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
     if budget is not None and budget <= 0:
-        raise _fail(f"--budget must be a positive number of tokens, not {budget}", 2)
+        raise fail(f"--budget must be a positive number of tokens, not {budget}", 2)
     if fmt not in ("xml", "markdown") or mode not in ("dense", "bm25", "hybrid"):
-        raise _fail("--format is xml or markdown; --mode is dense, bm25 or hybrid", 2)
+        raise fail("--format is xml or markdown; --mode is dense, bm25 or hybrid", 2)
     try:
         profile = get_profile(model) if model else None
         key_text = _read_text(instructions).strip() if instructions else None
@@ -75,10 +79,10 @@ def assemble(
             result = assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
     except (IndexFolderError, RetrievalError, BudgetError, ProfileError, SectionError, HistoryFileError,
             ValueError, OSError) as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     evidence = next((s for s in result.report.sections if s.role == "evidence"), None)
     if evidence is None or evidence.items_included + evidence.items_truncated == 0:
-        raise _fail(f"no evidence: {index} returned nothing usable for this question "
+        raise fail(f"no evidence: {index} returned nothing usable for this question "
                     f"(filters: {filter_ or 'none'}); nothing written")
     try:
         if report_file:
@@ -93,7 +97,7 @@ def assemble(
             sys.stdout.write(result.prompt)
             sys.stdout.flush()
     except OSError as exc:
-        raise _fail(f"cannot write: {exc}") from None
+        raise fail(f"cannot write: {exc}") from None
     if quiet:
         return
     if as_json:
@@ -156,60 +160,5 @@ def _print_report(report) -> None:
         err.print(f"note: {note}", highlight=False)
 
 
-@app.command()
-def summarize(
-    history: Annotated[Path, typer.Argument(help="conversation: JSON lines of {role, content}")],
-    question: Annotated[Optional[str], typer.Option(help="the current question: what bears on it is kept first")] = None,
-    keep_last: Annotated[int, typer.Option(help="turns kept verbatim")] = 6,
-    max_tokens: Annotated[int, typer.Option(help="hard cap on the summary, in tokens")] = 512,
-    as_json: Annotated[bool, typer.Option("--json", help="print the summary, recent turns and report as JSON")] = False,
-) -> None:
-    """Summarise a conversation: the last turns verbatim, older ones condensed (offline, extractive).
-
-    Example: contextkit summarize chat.jsonl --question "When is the wedding?" --max-tokens 200
-    """
-    from contextkit.assembly.context import HistoryFileError, load_history
-    from contextkit.compressors.history import HistorySummarizer
-
-    try:
-        messages = load_history(history)
-        result = HistorySummarizer(keep_last=keep_last, summary_max_tokens=max_tokens).compress(messages, question)
-    except (HistoryFileError, ValueError) as exc:
-        raise _fail(str(exc)) from None
-    if as_json:
-        out.print_json(json.dumps({"summary": result.summary, "recent": [m.to_dict() for m in result.recent],
-                                   "report": result.report.model_dump()}))
-        return
-    sys.stdout.write((result.summary or "(nothing to summarise)") + "\n")
-    r = result.report
-    err.print(f"{r.input_tokens:,} tokens in {r.items_in} turns -> {r.output_tokens:,} tokens "
-              f"(summary + {len(result.recent)} recent turns), {r.seconds * 1000:.0f} ms", highlight=False)
 
 
-@app.command()
-def redact(
-    path: Annotated[Path, typer.Argument(help="a text file, or - for standard input")],
-    as_json: Annotated[bool, typer.Option("--json", help="print the text, counts and spans (no values) as JSON")] = False,
-) -> None:
-    """Mask personal data and secrets in a text: e-mails, phones, cards, IBANs, IPs, API keys.
-
-    The masked text goes to stdout, the counts by kind to stderr. Values are never printed.
-
-    Example: contextkit redact support-ticket.txt > ticket.redacted.txt
-    """
-    from contextkit.compressors.redact import PIIRedactor
-
-    try:
-        raw = sys.stdin.buffer.read() if str(path) == "-" else path.read_bytes()
-        text = raw.decode("utf-8")
-    except OSError as exc:
-        raise _fail(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except UnicodeDecodeError as exc:
-        raise _fail(f"{path}: not valid UTF-8 (byte {exc.start})") from None
-    result = PIIRedactor().redact(text)
-    if as_json:
-        out.print_json(json.dumps(result.to_dict()))
-        return
-    sys.stdout.write(result.text)
-    counts = ", ".join(f"{n} {k.lower()}" for k, n in sorted(result.counts.items())) or "nothing"
-    err.print(f"masked: {counts}", highlight=False)

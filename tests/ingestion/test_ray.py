@@ -15,8 +15,8 @@ from typer.testing import CliRunner
 
 from contextkit.chunking import ChunkerConfig
 from contextkit.cli import app
-from contextkit.distributed import RayClusterError, RayIngestError, RayNotInstalledError
-from contextkit.distributed._workers import FAULT_AFTER_ENV, FAULT_ENV
+from contextkit.ingestion.ray import RayClusterError, RayIngestError, RayNotInstalledError
+from contextkit.ingestion.ray._workers import FAULT_AFTER_ENV, FAULT_ENV
 from contextkit.embedders import DEFAULT_MODEL
 from contextkit.index import Index
 from contextkit.ingestion import ingest
@@ -206,7 +206,7 @@ class TestWithoutRay:
         assert not (tmp_path / "ix").exists()
 
     def test_retry_limits_go_where_ray_takes_them_and_are_never_a_type_error(self, caplog, monkeypatch):
-        from contextkit.distributed import _pipeline
+        from contextkit.ingestion.ray import _pipeline
 
         def deprecated_style(fn, *, batch_size=None, **ray_remote_args): ...  # Ray 2.10 to 2.63
 

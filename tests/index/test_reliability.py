@@ -23,13 +23,13 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-import contextkit._cli_index  # noqa: F401  (registers verify / repair on the app)
+import contextkit.cli.index  # noqa: F401  (registers verify / repair on the app)
 from contextkit.cli import app
 from contextkit.index import Index, IndexCorruptError, IndexWriteError, repair_index, verify_index
 from contextkit.index import _verify
 from contextkit.search import search_index
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("bench_crash", REPO / "bench" / "bench_crash.py")
 bench_crash = importlib.util.module_from_spec(_spec)
 sys.modules["bench_crash"] = bench_crash

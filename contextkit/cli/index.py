@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from contextkit.cli import IndexOpt, _fail, app, err, out
+from contextkit.cli._app import IndexOpt, app, err, fail, out
 
 _JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 _STYLE = {"ok": "green", "unchecked": "yellow", "leftover": "yellow", "busy": "yellow", "stale": "red",
@@ -44,7 +44,7 @@ def verify(
     from contextkit.index import verify_index
 
     if not index.is_dir():
-        raise _fail(f"{index}: no such folder")
+        raise fail(f"{index}: no such folder")
     report = verify_index(index, full=not quick)
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n")
@@ -74,11 +74,11 @@ def repair(index: IndexOpt, as_json: _JsonOpt = False) -> None:
     from contextkit.index import IndexFolderError, repair_index
 
     if not index.is_dir():
-        raise _fail(f"{index}: no such folder")
+        raise fail(f"{index}: no such folder")
     try:
         report = repair_index(index)
     except IndexFolderError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n")
     else:

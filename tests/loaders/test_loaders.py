@@ -25,8 +25,8 @@ from contextkit.loaders import (
     load_file,
 )
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-SCIFACT = Path(__file__).resolve().parents[2] / "shared/data/beir_scifact/corpus.jsonl"
+REPO_ROOT = Path(__file__).resolve().parents[2]
+SCIFACT = Path(__file__).resolve().parents[3] / "shared/data/beir_scifact/corpus.jsonl"
 
 
 def write(path: Path, content: str | bytes) -> Path:

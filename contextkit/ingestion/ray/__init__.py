@@ -13,28 +13,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from contextkit.errors import RayClusterError, RayIngestError, RayNotInstalledError
+
 __all__ = ["RayClusterError", "RayIngestError", "RayNotInstalledError", "ray_batches"]
 
 if TYPE_CHECKING:  # pragma: no cover
-    from contextkit.distributed._pipeline import RayBatches
-    from contextkit.ingestion import IngestConfig
+    from contextkit.ingestion._types import IngestConfig
+    from contextkit.ingestion.ray._pipeline import RayBatches
 
 INSTALL_HINT = "pip install 'contextkit[ray]'"
-
-
-class RayNotInstalledError(ImportError):
-    """``engine="ray"`` was asked for and Ray is not installed (the message says how to install it)."""
-
-
-class RayClusterError(ConnectionError):
-    """The Ray cluster cannot be reached or cannot run the job (no GPUs where GPUs were asked for)."""
-
-
-class RayIngestError(RuntimeError):
-    """The Ray job failed past its retries; the index holds only the whole files committed before.
-
-    Re-running the same ingestion does what is missing (nothing committed is redone).
-    """
 
 
 def ray_batches(config: IngestConfig) -> RayBatches:
@@ -43,6 +30,6 @@ def ray_batches(config: IngestConfig) -> RayBatches:
     Raises :class:`RayNotInstalledError` without Ray and :class:`RayClusterError` when the
     cluster at ``config.ray_address`` cannot be reached.
     """
-    from contextkit.distributed._pipeline import RayBatches
+    from contextkit.ingestion.ray._pipeline import RayBatches
 
     return RayBatches(config)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextkit import ingestion
+from contextkit.ingestion import _steps
 from contextkit.chunking import TokenChunker
 from contextkit.ingestion import ingest
 from contextkit.loaders import (
@@ -27,7 +27,7 @@ from contextkit.loaders import (
     open_text_stream,
 )
 
-SHAKESPEARE = Path(__file__).resolve().parents[2] / "shared/data/tinyshakespeare/input.txt"
+SHAKESPEARE = Path(__file__).resolve().parents[3] / "shared/data/tinyshakespeare/input.txt"
 TRICKY = ["é", "日本語", "😀", "\r\n", "\n\n", "\r\n\r\n", ". ", "  ", "\t", "/", "\u3000", "。", "x" * 300]
 
 
@@ -219,7 +219,7 @@ class TestStreamedIngest:
     def test_crash_half_way_then_rerun_equals_a_clean_ingest(self, tmp_path: Path, corpus: Path, embedder,
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
         ingest([corpus], tmp_path / "clean", embedder=embedder, **STREAM)
-        real_commit, calls = ingestion._commit_batch, []
+        real_commit, calls = _steps.commit_batch, []
 
         def crash_on_third(batch, *args, **kwargs):
             calls.append(1)
@@ -227,14 +227,14 @@ class TestStreamedIngest:
                 raise RuntimeError("simulated crash")
             return real_commit(batch, *args, **kwargs)
 
-        monkeypatch.setattr(ingestion, "_commit_batch", crash_on_third)
+        monkeypatch.setattr(_steps, "commit_batch", crash_on_third)
         ix = tmp_path / "ix"
         with pytest.raises(RuntimeError, match="simulated crash"):
             ingest([corpus / "big.txt"], ix, embedder=embedder, **STREAM)
         half = rows(ix)
         assert len(half["chunks"]) == 2 * STREAM["batch_chunks"]  # two parts committed...
         assert half["files"] == []  # ...but the file is not recorded as done
-        monkeypatch.setattr(ingestion, "_commit_batch", real_commit)
+        monkeypatch.setattr(_steps, "commit_batch", real_commit)
         again = ingest([corpus], ix, embedder=embedder, **STREAM)
         assert again.failures == [] and again.files_new == 2
         assert again.embedding.cache_hits >= 2 * STREAM["batch_chunks"]  # the committed parts are not re-embedded
@@ -242,7 +242,7 @@ class TestStreamedIngest:
 
     def test_prune_removes_the_parts_of_a_file_gone_after_a_crash(self, tmp_path: Path, corpus: Path, embedder,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-        real_commit, calls = ingestion._commit_batch, []
+        real_commit, calls = _steps.commit_batch, []
 
         def crash_on_second(batch, *args, **kwargs):
             calls.append(1)
@@ -250,11 +250,11 @@ class TestStreamedIngest:
                 raise RuntimeError("simulated crash")
             return real_commit(batch, *args, **kwargs)
 
-        monkeypatch.setattr(ingestion, "_commit_batch", crash_on_second)
+        monkeypatch.setattr(_steps, "commit_batch", crash_on_second)
         ix = tmp_path / "ix"
         with pytest.raises(RuntimeError):
             ingest([corpus / "big.txt"], ix, embedder=embedder, **STREAM)
-        monkeypatch.setattr(ingestion, "_commit_batch", real_commit)
+        monkeypatch.setattr(_steps, "commit_batch", real_commit)
         assert rows(ix)["chunks"] and rows(ix)["files"] == []
         (corpus / "big.txt").unlink()
         report = ingest([corpus], ix, embedder=embedder, prune=True, **STREAM)

@@ -1,7 +1,7 @@
 """Streaming ingestion of one large file (text window by window, JSONL record by record).
 
-Kept out of :mod:`contextkit.ingestion` for size; it commits through the same
-``_commit_batch`` (looked up on the module at call time, so tests can simulate a
+It commits through the same :func:`~contextkit.ingestion._steps.commit_batch` as whole
+files (looked up on the module at call time, so tests can simulate a
 crash there), with two extra rules for a file committed in several transactions:
 the first part replaces the file's old records and only the last records its hash.
 """
@@ -12,9 +12,10 @@ import itertools
 from collections.abc import Iterator
 from typing import Any
 
-from contextkit import ingestion
 from contextkit.chunking import ChunkTooSmallError, HeaderTooLargeError, TokenChunker
 from contextkit.index import Index
+from contextkit.ingestion import _steps
+from contextkit.ingestion._types import FileFailure, IngestConfig, IngestReport, Pending
 from contextkit.loaders import (
     LoadError,
     LoadFailure,
@@ -25,8 +26,8 @@ from contextkit.loaders import (
 from contextkit.records import Chunk, Document
 
 
-def stream_file(item: ingestion._Pending, stream: TextStream, index: Index, embedder: Any, chunker: TokenChunker,
-                config: ingestion.IngestConfig, report: ingestion.IngestReport, notify: Any, clock: Any,
+def stream_file(item: Pending, stream: TextStream, index: Index, embedder: Any, chunker: TokenChunker,
+                config: IngestConfig, report: IngestReport, notify: Any, clock: Any,
                 redactor: Any = None) -> None:
     """Chunk and commit one large file part by part: memory is bounded by the block and batch
     sizes, not the file size, and the records equal those of a whole load.
@@ -40,13 +41,13 @@ def stream_file(item: ingestion._Pending, stream: TextStream, index: Index, embe
     with clock("load"):
         problem = stream.check()  # also counts the characters of a text file
     if problem is not None:
-        report.failures.append(ingestion.FileFailure(path=problem.path, reason=problem.reason))
+        report.failures.append(FileFailure(path=problem.path, reason=problem.reason))
         return
     if item.source.path.suffix.lower() == ".jsonl":
         parts, n_chars = _jsonl_parts(item.source, chunker, config, report, redactor, clock), None
     else:
         parts, n_chars = _text_parts(stream, chunker, config, report, clock), stream.n_chars
-    done = ingestion._Pending(item.source, item.sha256, item.size, is_new=item.is_new)  # what is committed so far
+    done = Pending(item.source, item.sha256, item.size, is_new=item.is_new)  # what is committed so far
     tokens, failures_before = 0, len(report.failures)
     try:
         upcoming = next(parts)
@@ -55,10 +56,10 @@ def stream_file(item: ingestion._Pending, stream: TextStream, index: Index, embe
             upcoming = next(parts, None)  # one part ahead: the last part is the one that records the hash
             if upcoming is None and done.replace and not documents and len(report.failures) > failures_before:
                 return  # every JSONL line failed: like a whole load, the indexed version stays
-            part = ingestion._Pending(item.source, item.sha256, item.size, documents, chunks, item.is_new,
+            part = Pending(item.source, item.sha256, item.size, documents, chunks, item.is_new,
                                       replace=done.replace, complete=upcoming is None, n_chars=n_chars,
                                       n_documents=done.n_documents)
-            ingestion._commit_batch([part], index, embedder, report, notify, clock)
+            _steps.commit_batch([part], index, embedder, report, notify, clock)
             done.replace, done.n_documents = False, done.n_documents + len(documents)
             tokens += sum(c.token_count for c in chunks)
     except (LoadFailure, HeaderTooLargeError, ChunkTooSmallError) as exc:  # file changed after the check; no room
@@ -73,11 +74,11 @@ def stream_file(item: ingestion._Pending, stream: TextStream, index: Index, embe
             report.tokens -= tokens
             report.documents -= done.n_documents
         reason = exc.error.reason if isinstance(exc, LoadFailure) else str(exc)
-        report.failures.append(ingestion.FileFailure(path=item.source.doc_id, reason=reason))
+        report.failures.append(FileFailure(path=item.source.doc_id, reason=reason))
 
 
-def _text_parts(stream: TextStream, chunker: TokenChunker, config: ingestion.IngestConfig,
-                report: ingestion.IngestReport, clock: Any) -> Iterator[tuple[list[Document], list[Chunk]]]:
+def _text_parts(stream: TextStream, chunker: TokenChunker, config: IngestConfig,
+                report: IngestReport, clock: Any) -> Iterator[tuple[list[Document], list[Chunk]]]:
     """``batch_chunks`` chunks at a time; the document (without its text) goes with the first."""
     doc = stream.document()
     chunks = chunker.chunk_stream(stream.blocks(), doc.id, doc.source, doc.metadata,
@@ -93,8 +94,8 @@ def _text_parts(stream: TextStream, chunker: TokenChunker, config: ingestion.Ing
             return
 
 
-def _jsonl_parts(source: SourceFile, chunker: TokenChunker, config: ingestion.IngestConfig,
-                 report: ingestion.IngestReport, redactor: Any,
+def _jsonl_parts(source: SourceFile, chunker: TokenChunker, config: IngestConfig,
+                 report: IngestReport, redactor: Any,
                  clock: Any) -> Iterator[tuple[list[Document], list[Chunk]]]:
     """Records read line by line, chunked about ``batch_chunks`` chunks' worth of text at a time."""
     target = config.batch_chunks * 1024  # characters: about 4 a token, 256 tokens a chunk
@@ -109,11 +110,11 @@ def _jsonl_parts(source: SourceFile, chunker: TokenChunker, config: ingestion.In
 
     for record in iter_jsonl(source):
         if isinstance(record, LoadError):
-            report.failures.append(ingestion.FileFailure(path=record.path, reason=record.reason))
+            report.failures.append(FileFailure(path=record.path, reason=record.reason))
             continue
         if redactor is not None:
             with clock("redact"):
-                record = ingestion._redact([record], redactor, report)[0]
+                record = _steps.redact([record], redactor, report)[0]
         documents.append(record)
         chars += len(record.text)
         if chars >= target:

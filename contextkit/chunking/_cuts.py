@@ -1,0 +1,154 @@
+"""The greedy cut: where chunks of a text begin and end, from one encoding of it.
+
+A leaf of the chunking package (it imports only numpy and the tokenizer protocol), shared by
+:class:`~contextkit.chunking.TokenChunker` (whole texts) and :mod:`contextkit.chunking._stream`
+(windows of a text too large to hold). Cut candidates are ranked by boundary level
+(paragraph > sentence > line > word > token) and by stability: at a *stable* cut the tokens of
+``text[a:b]`` are exactly a slice of the whole encoding, so no count needs a re-encode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from functools import lru_cache
+
+from contextkit.errors import ChunkTooSmallError
+from contextkit.tokenizers import Tokenizer
+
+PARAGRAPH, SENTENCE, LINE, WORD, TOKEN = 4, 3, 2, 1, 0
+_SENTENCE_END = [ord(c) for c in ".!?。！？"]
+_CLOSERS = [ord(c) for c in "\"')]»”’"]
+
+
+def _stable_junction(before: str, here: str) -> bool:
+    """Whether a cut between the characters ``before`` and ``here`` is a stable boundary (see tokenizers)."""
+    return here == " " and not before.isspace() or (before == "\n" and not here.isspace() and here != "/")
+
+
+def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
+    """Every possible cut: position, tokens before it, boundary level, stability."""
+    import numpy as np
+
+    valid = ends >= 0
+    pos = np.concatenate(([0], ends[valid]))
+    tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
+    mask = tokenizer.stable_mask(text, cp)
+    stable = np.zeros(len(pos), dtype=bool) if mask is None else mask[pos]
+    stable[0] = True
+    stable[pos == len(text)] = True
+    # Stable cuts rank 2..5 by boundary level; an unstable cut still prefers a
+    # newline or a sentence end over a bare token cut but ranks below them all.
+    lv = _levels(cp, pos)
+    level = np.where(stable, 1.0 + lv, lv / 10.0).astype(np.float32)
+    return pos, tix, level, stable
+
+
+@lru_cache(maxsize=1)
+def _tables():
+    """Lookup tables over the Basic Multilingual Plane (other planes map to "no")."""
+    import numpy as np
+
+    sentence_end = np.zeros(0x10000, dtype=bool)
+    closer = np.zeros(0x10000, dtype=bool)
+    sentence_end[_SENTENCE_END] = True
+    closer[_CLOSERS] = True
+    return sentence_end, closer
+
+
+def _levels(cp, pos):
+    """Boundary level of each cut position (paragraph > sentence > line > word)."""
+    import numpy as np
+
+    sentence_end, closer = _tables()
+    padded = np.zeros(len(cp) + 4, dtype=np.uint32)  # three zeros before, one after
+    padded[3 : 3 + len(cp)] = cp
+    prev1, prev2, prev3, here = padded[pos + 2], padded[pos + 1], padded[pos], padded[pos + 3]
+    bmp1, bmp2 = np.minimum(prev1, 0xFFFF), np.minimum(prev2, 0xFFFF)
+    newline = prev1 == 0x0A
+    paragraph = newline & ((prev2 == 0x0A) | ((prev2 == 0x0D) & (prev3 == 0x0A)))
+    ends = sentence_end[bmp1] | (closer[bmp1] & sentence_end[bmp2])
+    sentence = ends & ((here == 0x20) | (here == 0x0A) | (prev1 >= 0x3000))
+    level = np.full(len(pos), WORD, dtype=np.int8)
+    level[newline] = LINE
+    level[sentence] = SENTENCE
+    level[paragraph] = PARAGRAPH
+    return level
+
+
+def _greedy(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill) -> list[tuple[int, int, int]]:
+    spans = list(_walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill))
+    return [sp for sp in spans if not text[sp[0] : sp[1]].isspace()]
+
+
+def _walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill, s: int = 0,
+          complete: bool = True) -> Generator[tuple[int, int, int], None, int | None]:
+    """The greedy cut, chunk by chunk from candidate ``s``: yields ``(start, end, tokens)`` spans.
+
+    ``complete=False`` means ``text`` is a window of a longer text that ends on a
+    stable boundary: the walk then stops, returning the candidate where the next
+    chunk starts, as soon as a decision would need candidates beyond the window
+    (every decision looks at most ``budget`` tokens ahead). Returns None when the
+    text is done. Whitespace-only spans are yielded; the caller drops them.
+    """
+    import numpy as np
+
+    last = len(pos) - 1
+    min_gain = max(1, int(budget * min_fill))
+    while True:
+        s_tok = int(tix[s])
+        rest = n_tok - s_tok
+        if not complete and rest <= budget:
+            return s  # the chunk may reach past the window: decide in the next one
+        if rest <= budget and stable[s]:
+            yield int(pos[s]), len(text), rest
+            return None
+        hi = int(np.searchsorted(tix, s_tok + budget, "right")) - 1
+        hi = max(min(hi, last), s + 1)
+        lo = max(int(np.searchsorted(tix, s_tok + min_gain, "left")), s + 1)
+        window = level[lo : hi + 1] if lo <= hi else level[s + 1 : hi + 1]
+        base = lo if lo <= hi else s + 1
+        if window.max() < 1.0 and lo > s + 1:  # no stable cut in the preferred zone: any stable cut
+            stable_idx = np.flatnonzero(stable[s + 1 : hi + 1])
+            if len(stable_idx):
+                window, base = level[s + 1 : hi + 1], s + 1
+        e = base + int(len(window) - 1 - np.argmax(window[::-1]))
+        e, count = _fit(tok, text, pos, tix, stable, s, e, budget)
+        yield int(pos[s]), int(pos[e]), count
+        if e >= last or int(pos[e]) >= len(text):
+            return None
+        s = _next_start(tok, text, pos, tix, level, stable, s, e, overlap)
+
+
+def _fit(tok, text, pos, tix, stable, s, e, budget) -> tuple[int, int]:
+    """Exact token count of the span ``s..e``, moving ``e`` back until it fits."""
+    while True:
+        if stable[s] and stable[e]:
+            return e, int(tix[e] - tix[s])
+        count = tok.count(text[int(pos[s]) : int(pos[e])])
+        if count <= budget or e <= s + 1:
+            if count > budget:
+                raise ChunkTooSmallError(f"the character at offset {int(pos[s])} needs {count} tokens, more than "
+                                         f"the {budget} a chunk has room for; raise chunk_size or shorten the header")
+            return e, count
+        e -= max(1, (count - budget) // 2)
+        e = max(e, s + 1)
+
+
+def _next_start(tok, text, pos, tix, level, stable, s, e, overlap) -> int:
+    """Where the next chunk starts: as far back as ``overlap`` allows, at the best boundary."""
+    import numpy as np
+
+    if overlap <= 0:
+        return e
+    lo = max(int(np.searchsorted(tix, tix[e] - overlap, "left")), s + 1)
+    if lo >= e:
+        return e
+    window = level[lo:e]
+    k = lo + int(np.argmax(window))  # earliest cut of the best level: the largest overlap
+    while k < e:
+        if stable[k] and stable[e]:
+            return k
+        if tok.count(text[int(pos[k]) : int(pos[e])]) <= overlap:
+            return k
+        k += 1
+    return e

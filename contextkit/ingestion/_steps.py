@@ -1,0 +1,205 @@
+"""The steps of ingestion, shared by every runner (local, streamed, Ray) and the LlamaIndex plug-in.
+
+open the index (refusing settings that differ from its own), load a file (PII masked when the
+index redacts), chunk a group of files, commit a batch (one transaction: a file's old records
+out, its new ones in), prune files that are gone. A leaf of the package: it imports no runner.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from contextkit.chunking import TokenChunker
+from contextkit.embedders import DEFAULT_MODEL, Embedder
+from contextkit.index import Index, IndexMismatchError
+from contextkit.ingestion._types import (
+    Clock,
+    FileFailure,
+    IngestConfig,
+    IngestEvent,
+    IngestReport,
+    Pending,
+)
+from contextkit.loaders import (
+    LoadError,
+    LoadLimits,
+    SourceFile,
+    load_file,
+)
+from contextkit.records import Document
+
+__all__ = ["chunk_group", "commit_batch", "load", "make_redactor", "open_index", "prune", "redact"]
+
+log = logging.getLogger(__name__)
+
+
+
+
+
+
+
+
+
+
+
+
+def open_index(index_dir: Path, config: IngestConfig,
+                given: Embedder | None = None) -> tuple[Index, Embedder, TokenChunker]:
+    if Index.exists(index_dir):
+        index = Index.open(index_dir)
+        try:
+            recorded_model = index.manifest.model
+            asked = DEFAULT_MODEL if config.model == "default" else config.model
+            if asked is not None and asked != recorded_model:
+                raise IndexMismatchError(
+                    f"{index_dir}: built with model {recorded_model!r}, not {config.model!r}; use a new index"
+                )
+            if given is not None and given.model_name != recorded_model:
+                raise IndexMismatchError(
+                    f"{index_dir}: built with model {recorded_model!r}, the embedder given is {given.model_name!r}"
+                )
+            embedder = given or Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
+                                         long_text=index.manifest.embedder.get("long_text", "window"))
+            embedder.cache = index.store
+            if config.redact is not None and config.redact != index.manifest.redact:
+                built = "with" if index.manifest.redact else "without"
+                raise IndexMismatchError(f"{index_dir}: built {built} --redact; keep the setting or use a new index")
+            chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
+        except BaseException:
+            index.close()
+            raise
+        return index, embedder, chunker
+    chunk_cfg = config.chunker_config(None)
+    chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name
+    embedder = given or Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
+    index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
+                         tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type,
+                         redact=bool(config.redact))
+    embedder.cache = index.store
+    return index, embedder, chunker
+
+
+
+
+
+
+def load(item: Pending, limits: LoadLimits, redactor: Any, report: IngestReport, clock: Clock) -> bool:
+    """Load one file into ``item.documents`` (PII masked when ``redactor``); False when nothing of it is kept.
+
+    Its load errors go to the report; a file that gave some documents keeps them, as does an empty one."""
+    with clock("load"):
+        result = load_file(item.source, limits)
+    report.failures += [FileFailure(path=e.path, reason=e.reason) for e in result.errors]
+    if not (result.documents or not result.errors):
+        return False
+    item.documents = result.documents
+    if redactor is not None:
+        with clock("redact"):
+            item.documents = redact(item.documents, redactor, report)
+    return True
+
+
+def make_redactor() -> Any:
+    from contextkit.compressors.redact import PIIRedactor
+
+    return PIIRedactor()  # one session per run: a value keeps its placeholder across files
+
+
+def redact(documents: list[Document], redactor: Any, report: IngestReport) -> list[Document]:
+    out = []
+    for doc in documents:
+        result = redactor.redact(doc.text)
+        for kind, n in result.counts.items():
+            report.redactions[kind] = report.redactions.get(kind, 0) + n
+        out.append(replace(doc, text=result.text) if result.text != doc.text else doc)
+    return out
+
+
+def chunk_group(group: list[Pending], chunker: TokenChunker, workers: int, report: IngestReport) -> list[Pending]:
+    docs = [d for item in group for d in item.documents]
+    try:
+        per_doc = chunker.chunk_many(docs, workers=workers)
+    except ValueError:  # a header too large for some document: find it, keep the others
+        if len(group) == 1:
+            item = group[0]
+            try:
+                per_doc = [chunker.chunk(d) for d in item.documents]
+            except ValueError as exc:
+                report.failures.append(FileFailure(path=item.source.doc_id, reason=str(exc)))
+                return []
+        else:
+            return [ok for item in group for ok in chunk_group([item], chunker, 1, report)]
+    it = iter(per_doc)
+    for item in group:
+        chunks_per_doc = [next(it) for _ in item.documents]
+        item.chunks = [c for chunks in chunks_per_doc for c in chunks]
+        report.empty_documents += sum(1 for chunks in chunks_per_doc if not chunks)
+    return group
+
+
+def commit_batch(batch: list[Pending], index: Index, embedder: Embedder, report: IngestReport, notify,
+                  clock) -> None:
+    chunks = [c for item in batch for c in item.chunks]
+    texts = [c.embedding_text for c in chunks]
+    keys = [embedder.cache_key(t) for t in texts]
+    with clock("embed"):  # the embedder's cache is the index store: it commits each slice of vectors
+        vectors = embedder.embed(texts, progress=lambda n: notify(IngestEvent("embedded", chunks=n)), keys=keys)
+    report.embedding.add(embedder.last_report)
+    with clock("store"):
+        index.begin()
+        try:
+            offset = 0
+            for item in batch:
+                key = item.source.doc_id
+                if item.replace:
+                    report.chunks_removed += index.delete_file(key)
+                for doc in item.documents:
+                    n_chars = len(doc.text) if item.n_chars is None else item.n_chars
+                    index.store.put_document(doc.id, key, doc.source, item.sha256, n_chars, doc.metadata)
+                n = len(item.chunks)
+                index.add_chunks(item.chunks, vectors[offset : offset + n], keys[offset : offset + n],
+                                 store_vectors=False)
+                offset += n
+                if item.complete:
+                    index.store.put_file(key, item.sha256, item.size, item.n_documents + len(item.documents))
+            index.commit()
+        except BaseException:
+            index.rollback()
+            raise
+    for item in batch:
+        if item.complete:
+            report.files_new += item.is_new
+            report.files_changed += not item.is_new
+        report.documents += len(item.documents)
+        report.chunks_added += len(item.chunks)
+        tokens = sum(c.token_count for c in item.chunks)
+        report.tokens += tokens
+        notify(IngestEvent("file", files=int(item.complete), chunks=len(item.chunks), tokens=tokens,
+                           path=item.source.doc_id))
+
+
+def prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors: list[LoadError],
+           report: IngestReport) -> None:
+    """Remove files that are in the index but no longer among the inputs."""
+    if any(e.reason.startswith("no such file") for e in errors):
+        report.failures.append(FileFailure(path="--prune", reason="skipped: an input path is missing"))
+        return
+    present = {s.doc_id for s in sources}
+    gone = [path for path in known if path not in present]
+    # Parts of a streamed file whose run was killed (no hash recorded) and that is no longer an input.
+    unfinished = [row[0] for row in index.store.db.execute(
+        "SELECT DISTINCT file FROM documents WHERE file IS NOT NULL AND file NOT IN (SELECT path FROM files)")
+        if row[0] not in present]
+    if not gone and not unfinished:
+        return
+    index.begin()
+    for path in gone + unfinished:
+        report.chunks_removed += index.delete_file(path)
+    index.store.drop_unused_vectors()
+    index.commit()
+    report.files_removed = len(gone) + len(unfinished)
+
+
