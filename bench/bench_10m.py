@@ -34,7 +34,7 @@ What it builds (never holding the 15.4 GB of float32 vectors in memory):
   stored).
 
 Then: a sweep of nprobe x refine k (each query searched alone on one thread, as a
-retriever does, through ``contextkit.index._index.search_faiss``), the default picked
+retriever does, through ``contextkit.index._faiss_kinds.search_faiss``), the default picked
 (the lowest p50 with Recall@10 >= ``--target-recall``), and the final figures for it
 measured from a *cold* open: the benchmark's own files are evicted from the page cache
 (``posix_fadvise(DONTNEED)``; nothing else on the machine is touched) before the index

@@ -249,7 +249,7 @@ def run_method(name: str, claims: list[dict], ratio: float, tok, compressor: Evi
         tokens_in += sum(tok.count(it.text) for it in items)
         if compressor is not None:
             t0 = time.perf_counter()
-            out_items, report = compressor.compress(claim["text"], items, target_ratio=ratio)
+            out_items, report = compressor.compress(items, claim["text"], target_ratio=ratio)
             claim_ms.append((time.perf_counter() - t0) * 1000)
             sentences += report.details["sentences_in"]
             out = {it.id: it.text for it in out_items}

@@ -12,8 +12,8 @@ and saved once. Then, on two copies of that folder, the same change: one documen
 and ``--add`` new documents of 100 chunks added, then ``save()``:
 
 * ``kept`` the library's default;
-* ``rebuilt`` the previous behaviour, forced with ``_rebuild_ivfpq(fold=False)`` (ivfpq) or
-  ``_rebuild()`` (hnsw).
+* ``rebuilt`` the previous behaviour, forced with ``index._vectors.rebuild_ivfpq(fold=False)`` (ivfpq)
+  or ``index._vectors.rebuild()`` (hnsw).
 
 Printed: seconds to bring the vectors up to date and of the whole save (which also rebuilds
 BM25 over every text, whatever the change), their ratios, bytes written to the folder, and
@@ -62,15 +62,15 @@ def change_and_save(path: Path, new: np.ndarray, fold: bool, kind: str) -> tuple
     before = folder_bytes(path)
     with Index.open(path) as index:
         if not fold and kind == "hnsw":
-            index._rebuild_needed = True  # the previous behaviour: the graph rebuilt at the next save
+            index._vectors.rebuild_needed = True  # the previous behaviour: the graph rebuilt at the next save
         t0 = time.perf_counter()  # the change itself (store writes, in-place adds) counts on both sides
         index.delete("d0")
         for j in range(0, len(new), DOC):
             add_doc(index, f"new{j // DOC}", new[j: j + DOC])
         if kind == "ivfpq":
-            index._rebuild_ivfpq(fold=fold)  # fold=False: the previous behaviour, every change re-encoded
-        elif index._rebuild_needed:
-            index._rebuild()
+            index._vectors.rebuild_ivfpq(fold=fold)  # fold=False: the previous behaviour, every change re-encoded
+        elif index._vectors.rebuild_needed:
+            index._vectors.rebuild()
         vectors = time.perf_counter() - t0
         index.save()
         seconds = time.perf_counter() - t0

@@ -110,7 +110,7 @@ class Server:
     """What a service holds: one index, one retriever per kind and one assembler, shared by all threads."""
 
     def __init__(self, index: Any, embedder: Any, k: int = 10, budget: int = 1500) -> None:
-        from contextkit.assembly.context import ContextAssembler
+        from contextkit.assembly.context_assembler import ContextAssembler
         from contextkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
 
         self.k = k

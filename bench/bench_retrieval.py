@@ -427,7 +427,7 @@ def cmd_ann(args: argparse.Namespace) -> dict[str, Any]:
     import faiss
 
     from contextkit.index import IndexManifest
-    from contextkit.index._index import ivf_nprobe
+    from contextkit.index._faiss_kinds import ivf_nprobe
 
     defaults = {name: IndexManifest.model_fields[name].default
                 for name in ("hnsw_m", "hnsw_ef_search", "hnsw_ef_construction")}
@@ -485,7 +485,7 @@ def cmd_ann(args: argparse.Namespace) -> dict[str, Any]:
         del hnsw
 
     if not args.skip_ivf:
-        nlist = int(min(4 * np.sqrt(n), n // 39))  # contextkit's formula (Index._rebuild)
+        nlist = int(min(4 * np.sqrt(n), n // 39))  # contextkit's formula (VectorFiles.rebuild)
         default_nprobe = ivf_nprobe(nlist)
         ivf, ivf_s, ivf_mb = build(f"ivf nlist={nlist}", lambda: _ivf(x, nlist, args.train_size))
         res["ivf_build_seconds"], res["ivf_nlist"] = ivf_s, nlist

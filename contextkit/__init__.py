@@ -16,9 +16,10 @@ if TYPE_CHECKING:  # pragma: no cover
         AssemblyReport, AssemblyResult, BudgetError, EvidenceItem, ModelProfile, ProfileError, Section,
         SectionError, assemble, get_profile, list_profiles, register_profile,
     )
-    from contextkit.assembly.context import AssemblerConfig, ContextAssembler, HistoryFileError, load_history
+    from contextkit.assembly.context_assembler import AssemblerConfig, ContextAssembler, HistoryFileError, load_history
     from contextkit.chunking import ChunkerConfig, HeaderTooLargeError, TokenChunker
     from contextkit.embedders import Embedder, EmbeddingReport
+    from contextkit.errors import ContextkitError
     from contextkit.index import Index, IndexFolderError, IndexLockedError, IndexManifest, IndexMismatchError
     from contextkit.ingestion import IngestConfig, IngestReport, ingest
     from contextkit.loaders import LoadError, discover_files, load_file
@@ -34,6 +35,7 @@ __all__ = [
     "Chunk",
     "ChunkerConfig",
     "ContextAssembler",
+    "ContextkitError",
     "Document",
     "Embedder",
     "EmbeddingReport",
@@ -72,6 +74,7 @@ __all__ = [
 ]
 
 _WHERE = {
+    "ContextkitError": "errors",
     "Chunk": "records", "Document": "records", "ScoredChunk": "records",
     "ChunkerConfig": "chunking", "HeaderTooLargeError": "chunking", "TokenChunker": "chunking",
     "Embedder": "embedders", "EmbeddingReport": "embedders",
@@ -82,13 +85,13 @@ _WHERE = {
     "SearchError": "search", "search_index": "search",
     "Tokenizer": "tokenizers", "TokenizerNotFoundError": "tokenizers", "get_tokenizer": "tokenizers",
     "Message": "records",
-    "AssemblerConfig": "assembly.context",
+    "AssemblerConfig": "assembly.context_assembler",
     "AssemblyReport": "assembly",
     "AssemblyResult": "assembly",
     "BudgetError": "assembly",
-    "ContextAssembler": "assembly.context",
+    "ContextAssembler": "assembly.context_assembler",
     "EvidenceItem": "assembly",
-    "HistoryFileError": "assembly.context",
+    "HistoryFileError": "assembly.context_assembler",
     "ModelProfile": "assembly",
     "ProfileError": "assembly",
     "Section": "assembly",
@@ -96,7 +99,7 @@ _WHERE = {
     "assemble": "assembly",
     "get_profile": "assembly",
     "list_profiles": "assembly",
-    "load_history": "assembly.context",
+    "load_history": "assembly.context_assembler",
     "register_profile": "assembly",
 }
 

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from contextkit.ingestion import IngestEvent, IngestReport
 from contextkit.errors import EvaluationError
+from contextkit.ingestion import IngestEvent, IngestReport
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.embedders import Embedder
@@ -96,33 +97,51 @@ def load_beir(beir_dir: str | Path, split: str = "test") -> BeirData:
         raise EvaluationError(f"{root}: no such folder (expected a BEIR dataset: corpus.jsonl, queries.jsonl, qrels/)")
     corpus = _need(root / "corpus.jsonl", "the BEIR corpus (corpus.jsonl)")
     queries_path = _need(root / "queries.jsonl", "the BEIR queries (queries.jsonl)")
-    qrels_path = root / "qrels" / f"{split}.tsv"
-    if not qrels_path.is_file():
+    qrels_path = _qrels_path(root, split)
+    qrels = _read_qrels(qrels_path)
+    queries = _read_queries(queries_path, set(qrels))
+    skipped = _keep_judged(qrels, queries)
+    if not qrels:
+        raise EvaluationError(f"{qrels_path}: none of its queries is in {queries_path.name} with a relevant document")
+    return BeirData(root, split, corpus, queries, qrels, skipped)
+
+
+def _qrels_path(root: Path, split: str) -> Path:
+    """``qrels/<split>.tsv``; when missing, the error names the splits that are there."""
+    path = root / "qrels" / f"{split}.tsv"
+    if not path.is_file():
         found = sorted(p.stem for p in (root / "qrels").glob("*.tsv")) if (root / "qrels").is_dir() else []
-        raise EvaluationError(f"{qrels_path}: no relevance judgements for split {split!r} "
+        raise EvaluationError(f"{path}: no relevance judgements for split {split!r} "
                               f"(splits here: {', '.join(found) or 'none'})")
+    return path
+
+
+def _read_qrels(path: Path) -> dict[str, dict[str, int]]:
+    """``query-id corpus-id score`` lines (BEIR, one optional header) or TREC's ``qid iter docid rel``."""
     qrels: dict[str, dict[str, int]] = {}
-    with open(qrels_path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             parts = line.split()
-            if not parts:
-                continue
-            if number == 1 and parts[0].lower() in ("query-id", "query_id", "qid"):
-                continue  # the header line
+            if not parts or number == 1 and parts[0].lower() in ("query-id", "query_id", "qid"):
+                continue  # a blank or the header line
             if len(parts) == 4:  # TREC style: qid iter docid rel
                 parts = [parts[0], parts[2], parts[3]]
             if len(parts) != 3:
-                raise EvaluationError(f"{qrels_path}: line {number}: expected 'query-id corpus-id score'")
+                raise EvaluationError(f"{path}: line {number}: expected 'query-id corpus-id score'")
             try:
                 rel = int(float(parts[2]))
             except ValueError:
-                raise EvaluationError(f"{qrels_path}: line {number}: score {parts[2]!r} is not a number") from None
+                raise EvaluationError(f"{path}: line {number}: score {parts[2]!r} is not a number") from None
             qrels.setdefault(parts[0], {})[parts[1]] = rel
     if not qrels:
-        raise EvaluationError(f"{qrels_path}: no relevance judgements in it")
-    wanted = set(qrels)
+        raise EvaluationError(f"{path}: no relevance judgements in it")
+    return qrels
+
+
+def _read_queries(path: Path, wanted: set[str]) -> dict[str, str]:
+    """The non-blank texts of the ``wanted`` query ids (a JSON object with ``_id`` and ``text`` per line)."""
     queries: dict[str, str] = {}
-    with open(queries_path, encoding="utf-8") as fh:
+    with open(path, encoding="utf-8") as fh:
         for number, line in enumerate(fh, start=1):
             if not line.strip():
                 continue
@@ -130,9 +149,14 @@ def load_beir(beir_dir: str | Path, split: str = "test") -> BeirData:
                 obj = json.loads(line)
                 qid, text = str(obj["_id"]), obj["text"]
             except (ValueError, KeyError, TypeError):
-                raise EvaluationError(f"{queries_path}: line {number}: expected a JSON object with '_id' and 'text'") from None
+                raise EvaluationError(f"{path}: line {number}: expected a JSON object with '_id' and 'text'") from None
             if qid in wanted and isinstance(text, str) and text.strip():
                 queries[qid] = text
+    return queries
+
+
+def _keep_judged(qrels: dict[str, dict[str, int]], queries: dict[str, str]) -> dict[str, int]:
+    """Drop (in place) the judged queries BEIR does not evaluate; how many of each kind were dropped."""
     skipped = {"not_in_queries": 0, "no_relevant_document": 0}
     for qid in list(qrels):
         if qid not in queries:
@@ -141,9 +165,7 @@ def load_beir(beir_dir: str | Path, split: str = "test") -> BeirData:
         elif not any(rel > 0 for rel in qrels[qid].values()):
             skipped["no_relevant_document"] += 1
             del qrels[qid], queries[qid]
-    if not qrels:
-        raise EvaluationError(f"{qrels_path}: none of its queries is in {queries_path.name} with a relevant document")
-    return BeirData(root, split, corpus, queries, qrels, skipped)
+    return skipped
 
 
 # ------------------------------------------------------------------------ metrics
@@ -265,14 +287,6 @@ class EvalEvent:
 
 
 # ----------------------------------------------------------------------- evaluate
-def _retriever(mode: str, index: Index, embedder: Embedder | None, options: dict[str, Any]) -> Any:
-    from contextkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
-
-    if mode == "bm25":
-        return BM25Retriever(index, **options)
-    return (DenseRetriever if mode == "dense" else HybridRetriever)(index, embedder, **options)
-
-
 def _percentiles(ms: list[float]) -> dict[str, float]:
     if not ms:
         return {"p50": 0.0, "p95": 0.0, "mean": 0.0, "max": 0.0}
@@ -306,84 +320,23 @@ def evaluate(
     ``retrieve`` call (query embedding, search, fusion, reading the chunks), after
     ``warmup`` untimed queries per mode. ``limit`` keeps the first N queries (for a smoke run).
     """
-    from contextkit.embedders import Embedder
     from contextkit.index import Index
-    from contextkit.ingestion import IngestConfig, ingest
 
     started = time.perf_counter()
     notify = progress or (lambda event: None)
-    modes = list(dict.fromkeys(modes))
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise EvaluationError(f"mode must be dense, bm25 or hybrid, not {', '.join(map(repr, bad)) or 'nothing'}")
-    if not isinstance(k, int) or k <= 0:
-        raise EvaluationError(f"k must be a positive integer, not {k!r}")
-    options = {m: dict(o) for m, o in (options or {}).items()}
-    unknown = sorted(set(options) - set(MODES))
-    if unknown:
-        raise EvaluationError(f"options given for unknown mode(s): {', '.join(unknown)}")
-    for name in metrics:
-        _parse_metric(name)
+    modes, options = _checked_request(modes, k, options, metrics)
     data = load_beir(beir_dir, split)
     qids = sorted(data.qrels, key=lambda q: (len(q), q))[:limit]
-    qrels = {q: data.qrels[q] for q in qids}
-
-    ingested = None
+    run = _Run(data, qids, {q: data.qrels[q] for q in qids}, k, metrics, warmup, per_query, notify)
     index_dir = Path(index_dir)
-    if not Index.exists(index_dir):
-        config = ingest_config or IngestConfig()
-        if embedder is None:
-            embedder = Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
-        ingested = ingest([data.corpus], index_dir, config, embedder=embedder,
-                          progress=lambda e: notify(EvalEvent("ingest", event=e)))
-        if ingested.nothing_ingested or ingested.failures and not ingested.documents:
-            why = "; ".join(f"{f.path}: {f.reason}" for f in ingested.failures[:3])
-            raise EvaluationError(f"{data.corpus}: nothing could be ingested ({why or 'no documents'})")
-
-    results: list[ModeResult] = []
+    ingested, embedder = _ingest_if_missing(index_dir, data, embedder, ingest_config, notify)
     with Index.open(index_dir, read_only=True) as index:
-        indexed = {corpus_id(d) for d in index.documents()}
-        relevant = {d for docs in qrels.values() for d, rel in docs.items() if rel > 0}
-        if not relevant & indexed:
-            raise EvaluationError(f"{index_dir}: none of the {len(relevant)} relevant documents of this split is in "
-                                  f"the index; was it built from {data.corpus}?")
+        indexed, relevant = _check_coverage(index, index_dir, run.qrels, data.corpus)
         if any(m != "bm25" for m in modes):
-            if embedder is None or embedder.model_name != index.manifest.model:
-                embedder = Embedder(index.manifest.model, long_text=index.manifest.embedder.get("long_text", "window"))
-            if embedder.dim != index.manifest.dim:
-                raise EvaluationError(f"{index_dir}: model gives {embedder.dim}-d vectors, the index holds "
-                                      f"{index.manifest.dim}-d")
-        retrievers = {}
-        for mode in modes:  # all built first, so a bad option fails before any query runs
-            try:
-                retrievers[mode] = _retriever(mode, index, embedder, options.get(mode, {}))
-            except (TypeError, ValueError) as exc:
-                raise EvaluationError(f"bad {mode} option: {exc}") from None
-        saved_cache = embedder.cache if embedder is not None else None
-        if embedder is not None:
-            embedder.cache = None  # a cached query vector would hide the embedding time
-        try:
-            for mode, retriever in retrievers.items():
-                notify(EvalEvent("mode", mode=mode, total=len(qids)))
-                for qid in qids[:warmup]:
-                    retriever.retrieve(data.queries[qid], k)
-                rankings: dict[str, list[str]] = {}
-                ms: list[float] = []
-                for i, qid in enumerate(qids, start=1):
-                    t0 = time.perf_counter()
-                    hits = retriever.retrieve(data.queries[qid], k)
-                    ms.append((time.perf_counter() - t0) * 1000.0)
-                    rankings[qid] = [doc for doc, _ in doc_ranking(hits)]
-                    notify(EvalEvent("query", mode=mode, done=i, total=len(qids)))
-                means, by_query = compute_metrics(qrels, rankings, metrics)
-                results.append(ModeResult(
-                    mode=mode, options=options.get(mode, {}), metrics=means, latency_ms=_percentiles(ms),
-                    docs_per_query=float(np.mean([len(r) for r in rankings.values()])) if rankings else 0.0,
-                    queries=len(qids), per_query=by_query if per_query else None,
-                ))
-        finally:
-            if embedder is not None:
-                embedder.cache = saved_cache
+            embedder = _query_embedder(index, index_dir, embedder)
+        retrievers = _build_retrievers(modes, index, embedder, options)
+        with _uncached(embedder):
+            results = [run.score(mode, retriever, options.get(mode, {})) for mode, retriever in retrievers.items()]
         model = index.manifest.model
     return EvalReport(
         index=str(index_dir), beir=str(data.path), split=split, k=k, queries=len(qids),
@@ -391,6 +344,131 @@ def evaluate(
         metrics_library=_metrics_library(), model=model, results=results, ingested=ingested,
         seconds=time.perf_counter() - started,
     )
+
+
+def _checked_request(modes: Sequence[str], k: int, options: Mapping[str, Mapping[str, Any]] | None,
+                     metrics: Sequence[str]) -> tuple[list[str], dict[str, dict[str, Any]]]:
+    """The modes (once each, in order) and per-mode options, after checking every argument.
+
+    Checked before the dataset is read or anything is ingested: a typo fails in a second."""
+    modes = list(dict.fromkeys(modes))
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise EvaluationError(f"mode must be dense, bm25 or hybrid, not {', '.join(map(repr, bad)) or 'nothing'}")
+    if not isinstance(k, int) or k <= 0:
+        raise EvaluationError(f"k must be a positive integer, not {k!r}")
+    checked = {m: dict(o) for m, o in (options or {}).items()}
+    unknown = sorted(set(checked) - set(MODES))
+    if unknown:
+        raise EvaluationError(f"options given for unknown mode(s): {', '.join(unknown)}")
+    for name in metrics:
+        _parse_metric(name)
+    return modes, checked
+
+
+def _ingest_if_missing(index_dir: Path, data: BeirData, embedder: Embedder | None,
+                       ingest_config: IngestConfig | None,
+                       notify: Callable[[EvalEvent], None]) -> tuple[IngestReport | None, Embedder | None]:
+    """Ingest the corpus when ``index_dir`` holds no index: (its report or None, the embedder to reuse)."""
+    from contextkit.embedders import Embedder
+    from contextkit.index import Index
+    from contextkit.ingestion import IngestConfig, ingest
+
+    if Index.exists(index_dir):
+        return None, embedder
+    config = ingest_config or IngestConfig()
+    if embedder is None:
+        embedder = Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
+    ingested = ingest([data.corpus], index_dir, config, embedder=embedder,
+                      progress=lambda e: notify(EvalEvent("ingest", event=e)))
+    if ingested.nothing_ingested or ingested.failures and not ingested.documents:
+        why = "; ".join(f"{f.path}: {f.reason}" for f in ingested.failures[:3])
+        raise EvaluationError(f"{data.corpus}: nothing could be ingested ({why or 'no documents'})")
+    return ingested, embedder
+
+
+def _check_coverage(index: Index, index_dir: Path, qrels: Mapping[str, Mapping[str, int]],
+                    corpus: Path) -> tuple[set[str], set[str]]:
+    """(corpus ids indexed, corpus ids judged relevant); an index holding none of the latter is the wrong one."""
+    indexed = {corpus_id(d) for d in index.documents()}
+    relevant = {d for docs in qrels.values() for d, rel in docs.items() if rel > 0}
+    if not relevant & indexed:
+        raise EvaluationError(f"{index_dir}: none of the {len(relevant)} relevant documents of this split is in "
+                              f"the index; was it built from {corpus}?")
+    return indexed, relevant
+
+
+def _query_embedder(index: Index, index_dir: Path, embedder: Embedder | None) -> Embedder:
+    """The given embedder when it is the index's model, else the index's own; its dimension checked."""
+    from contextkit.retrievers import embedder_for
+
+    if embedder is None or embedder.model_name != index.manifest.model:
+        embedder = embedder_for(index)
+    if embedder.dim != index.manifest.dim:
+        raise EvaluationError(f"{index_dir}: model gives {embedder.dim}-d vectors, the index holds "
+                              f"{index.manifest.dim}-d")
+    return embedder
+
+
+def _build_retrievers(modes: Sequence[str], index: Index, embedder: Embedder | None,
+                      options: Mapping[str, dict[str, Any]]) -> dict[str, Any]:
+    """Every retriever, built before any query runs, so that a bad option fails at once."""
+    from contextkit.retrievers import make_retriever
+
+    retrievers = {}
+    for mode in modes:
+        try:
+            retrievers[mode] = make_retriever(mode, index, embedder, **options.get(mode, {}))
+        except (TypeError, ValueError) as exc:
+            raise EvaluationError(f"bad {mode} option: {exc}") from None
+    return retrievers
+
+
+@contextmanager
+def _uncached(embedder: Embedder | None) -> Iterator[None]:
+    """The embedder without its vector cache for the run: a cached query vector would hide the embedding time."""
+    saved = embedder.cache if embedder is not None else None
+    if embedder is not None:
+        embedder.cache = None
+    try:
+        yield
+    finally:
+        if embedder is not None:
+            embedder.cache = saved
+
+
+@dataclass
+class _Run:
+    """What every mode of one evaluation is scored on: the queries, their judgements, ``k`` and the metrics."""
+
+    data: BeirData
+    qids: list[str]
+    qrels: dict[str, dict[str, int]]
+    k: int
+    metrics: Sequence[str]
+    warmup: int
+    per_query: bool
+    notify: Callable[[EvalEvent], None]
+
+    def score(self, mode: str, retriever: Any, options: dict[str, Any]) -> ModeResult:
+        """Warm up, then time and rank every query with ``retriever``, and score the rankings."""
+        self.notify(EvalEvent("mode", mode=mode, total=len(self.qids)))
+        for qid in self.qids[: self.warmup]:
+            retriever.retrieve(self.data.queries[qid], self.k)
+        rankings: dict[str, list[str]] = {}
+        ms: list[float] = []
+        for i, qid in enumerate(self.qids, start=1):
+            t0 = time.perf_counter()
+            hits = retriever.retrieve(self.data.queries[qid], self.k)
+            ms.append((time.perf_counter() - t0) * 1000.0)
+            rankings[qid] = [doc for doc, _ in doc_ranking(hits)]
+            self.notify(EvalEvent("query", mode=mode, done=i, total=len(self.qids)))
+        means, by_query = compute_metrics(self.qrels, rankings, self.metrics)
+        return ModeResult(
+            mode=mode, options=options, metrics=means, latency_ms=_percentiles(ms),
+            docs_per_query=float(np.mean([len(r) for r in rankings.values()])) if rankings else 0.0,
+            queries=len(self.qids), per_query=by_query if self.per_query else None,
+        )
 
 
 # ---------------------------------------------------------- tuning over a cache

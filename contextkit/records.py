@@ -7,6 +7,7 @@ the chunker. Configuration and reports, which are few, are pydantic models.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -107,5 +108,19 @@ class Message:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Message:
-        return cls(**data)
+    def from_dict(cls, data: Mapping[str, Any]) -> Message:
+        """A message from a mapping with ``role`` and ``content`` (``timestamp``, ``id`` optional).
+
+        Other keys are ignored: chat exports carry names, tool calls and the like that
+        a turn does not need. A non-mapping is a TypeError, a missing key a ValueError naming what
+        is wrong (callers prefix where the message was: a line, a position).
+        """
+        if not isinstance(data, Mapping):
+            raise TypeError(f"expected a dict with role and content, not {type(data).__name__}")
+        missing = [k for k in ("role", "content") if k not in data]
+        if missing:
+            raise ValueError(f"missing {', '.join(missing)}")
+        return cls(**{k: data[k] for k in _MESSAGE_KEYS if k in data})
+
+
+_MESSAGE_KEYS = ("role", "content", "timestamp", "id")

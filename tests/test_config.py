@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from contextkit.assembly.context import ContextAssembler
+from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.config import ConfigError, find_config, load_config
 from contextkit.ingestion import IngestConfig
 

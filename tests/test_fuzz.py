@@ -28,8 +28,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from test_chunking import check_invariants
-from test_loaders import make_pdf
+from chunking.test_token import check_invariants
+from loaders.test_loaders import make_pdf
 
 from contextkit.assembly import BudgetError, EvidenceItem, Section, assemble
 from contextkit.chunking import TokenChunker

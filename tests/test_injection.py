@@ -7,7 +7,7 @@ searched with real queries and assembled in XML and Markdown. Then a real parser
 holds exactly our sections, that every document's text round-trips exactly, that
 attributes hold exactly what we put there, and that every ``<`` in the XML prompt
 opens or closes one of our elements (no look-alike became a real ``<``, no entity
-was decoded on the way). ``tests/assembly/test_assembler.py`` checks the renderer on strings;
+was decoded on the way). ``tests/assembly/test_render.py`` checks the renderer on strings;
 this file checks what reaches the prompt from files on disk.
 """
 
@@ -180,7 +180,7 @@ def _chunks(index) -> dict[str, object]:
 @pytest.mark.parametrize("budget", [20_000, 700])
 @pytest.mark.parametrize("fmt", ["xml", "markdown"])
 def test_hostile_corpus_cannot_close_or_forge_a_section(hostile_index, embedder, cl100k, fmt, budget):
-    from contextkit.assembly.context import ContextAssembler
+    from contextkit.assembly.context_assembler import ContextAssembler
     from contextkit.index import Index
     from contextkit.retrievers import HybridRetriever
 
@@ -211,7 +211,7 @@ def test_hostile_corpus_cannot_close_or_forge_a_section(hostile_index, embedder,
 def test_lookalikes_and_entities_reach_the_prompt_unchanged(hostile_index, embedder):
     """No stage on the way (loader, chunker, store, BM25, assembler) folds a look-alike into '<'
     or decodes an entity: the characters the file holds are the characters the model reads."""
-    from contextkit.assembly.context import ContextAssembler
+    from contextkit.assembly.context_assembler import ContextAssembler
     from contextkit.index import Index
     from contextkit.retrievers import BM25Retriever
 
@@ -250,7 +250,7 @@ HOSTILE_TEXT = st.lists(st.one_of(FRAGMENTS, st.text(st.characters(exclude_categ
 @given(texts=st.lists(HOSTILE_TEXT, min_size=1, max_size=4), suffix=st.sampled_from([".md", ".txt"]),
        fmt=st.sampled_from(["xml", "markdown"]), budget=st.integers(300, 4_000))
 def test_random_hostile_files_end_to_end(embedder, cl100k, texts, suffix, fmt, budget):
-    from contextkit.assembly.context import ContextAssembler
+    from contextkit.assembly.context_assembler import ContextAssembler
     from contextkit.index import Index
     from contextkit.ingestion import ingest
     from contextkit.retrievers import HybridRetriever

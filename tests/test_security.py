@@ -57,7 +57,7 @@ class TestNoCodeExecutingFormats:
 
 class TestManyThreadsOneIndex:
     def test_queries_and_assemblies_equal_single_threaded(self, tmp_path, small_corpus, embedder):
-        from contextkit.assembly.context import ContextAssembler
+        from contextkit.assembly.context_assembler import ContextAssembler
         from contextkit.index import Index
         from contextkit.ingestion import ingest
         from contextkit.retrievers import HybridRetriever

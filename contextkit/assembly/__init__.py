@@ -1,12 +1,12 @@
 """The context assembler: sections, budgets, rendering and the report."""
 
-from contextkit.assembly.assembler import AssemblyResult, BudgetError, assemble, resolve_budget
+from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, BudgetError, assemble, resolve_budget
 from contextkit.assembly.profiles import ModelProfile, ProfileError, get_profile, list_profiles, register_profile
 from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
 from contextkit.assembly.sections import ROLES, EvidenceItem, Section, SectionError
 
 __all__ = [
-    "ROLES", "AssemblyReport", "AssemblyResult", "BudgetError", "EvidenceItem", "ItemReport", "ModelProfile",
-    "ProfileError", "Section", "SectionError", "SectionReport", "assemble", "get_profile", "list_profiles",
-    "register_profile", "resolve_budget",
+    "ROLES", "AssemblyOptions", "AssemblyReport", "AssemblyResult", "BudgetError", "EvidenceItem", "ItemReport",
+    "ModelProfile", "ProfileError", "Section", "SectionError", "SectionReport", "assemble", "get_profile",
+    "list_profiles", "register_profile", "resolve_budget",
 ]

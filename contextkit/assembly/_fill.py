@@ -8,7 +8,6 @@ and the budget disagree, asks the lowest-priority section to shrink or grow.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,12 +15,10 @@ from typing import Any
 from contextkit.assembly.passages import Deduplicator
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.sections import Section
+from contextkit.text import truncate_at_sentence
 from contextkit.tokenizers import Tokenizer
 
-__all__ = ["Block", "SectionFill", "truncate_at_sentence"]
-
-_SENTENCE_END = re.compile(r"[.!?…]['\"”’)\]]*(?=\s)|[。！？]|(?=\n\s*\n)")
-MIN_TRUNCATED_TOKENS = 8  # a shorter remnant is not worth its tags
+__all__ = ["Block", "SectionFill"]
 
 
 @dataclass(slots=True)
@@ -31,28 +28,6 @@ class Block:
     exact: bool = False
     item: int | None = None  # index into SectionFill.entries for items and messages
     body: str | None = None  # the entry's body this block shows (to know when it changes)
-
-
-def truncate_at_sentence(text: str, max_tokens: int, tokenizer: Tokenizer) -> str | None:
-    """The longest prefix of ``text`` that ends at a sentence (or paragraph) end and
-    has at most about ``max_tokens`` tokens; None when no sentence end fits."""
-    if max_tokens < MIN_TRUNCATED_TOKENS:
-        return None
-    ids, ends = tokenizer.encode_with_offsets(text)
-    if len(ids) <= max_tokens:
-        return text
-    limit = int(ends[max_tokens - 1])
-    back = max_tokens - 1
-    while limit < 0 and back > 0:  # a token ending inside a character: step back
-        back -= 1
-        limit = int(ends[back])
-    window_start = max(0, limit - 50_000)
-    cut = -1
-    for m in _SENTENCE_END.finditer(text, window_start, max(limit, 0)):
-        cut = m.end() if m.group() else m.start()
-    if cut <= 0:
-        return None
-    return text[:cut].rstrip()
 
 
 @dataclass(slots=True)
@@ -218,7 +193,26 @@ class SectionFill:
             return sum(b.tokens for b in self.blocks)
         cfg = getattr(self.summarizer, "config", None)
         reserve = min(getattr(cfg, "summary_max_tokens", 512), room // 2)
-        left = room - reserve
+        older, left = self._take_newest(live, room - reserve)
+        marker = _Entry(id=f"{self.section.name}-summary", raw="", escape=self.renderer.body,
+                        attrs={"turns": str(len(older))}, body_tokens=0, role="summary")
+        summary = self._summary(older, reserve + left - self.entry_estimate(marker) - 2)
+        for e in older:
+            e.status, e.reason = ("summarized", None) if summary else ("dropped", "budget")
+            e.detail = f"in {marker.id}" if summary else "older turn: no room for a summary"
+        if summary:
+            marker.raw, marker.body_tokens, marker.status = summary, None, "included"
+            self.entries.insert(0, marker)
+        if not any(e.status in ("included", "truncated") for e in self.entries):
+            self.status, self.reason, self.blocks = "dropped", "budget", []
+            return 0
+        self._entry_blocks()
+        return sum(b.tokens for b in self.blocks)
+
+    def _take_newest(self, live: list[_Entry], left: int) -> tuple[list[_Entry], int]:
+        """Include the newest turns while they fit in ``left``: (the older turns, oldest first; tokens left).
+
+        Whole turns in order only: once one turn does not fit, every older one goes to the summary."""
         older: list[_Entry] = []
         for e in reversed(live):
             need = self.entry_estimate(e)
@@ -227,12 +221,14 @@ class SectionFill:
             else:
                 older.append(e)
         older.reverse()
+        return older, left
+
+    def _summary(self, older: list[_Entry], budget: int) -> str | None:
+        """The summarizer's summary of ``older`` that fits ``budget`` tokens once escaped (its report
+        kept in :attr:`compression`); None when there is no room for one or it came back empty."""
         from contextkit.records import Message
 
         messages = [Message(e.role or "user", e.raw, id=e.id) for e in older]
-        marker = _Entry(id=f"{self.section.name}-summary", raw="", escape=self.renderer.body,
-                        attrs={"turns": str(len(older))}, body_tokens=0, role="summary")
-        budget = reserve + left - self.entry_estimate(marker) - 2
         result = None
         for _ in range(3):  # escaping can add tokens: ask again for a shorter summary if it must
             if budget <= 16:
@@ -243,19 +239,10 @@ class SectionFill:
                 break
             budget -= over + 4
             result = None
-        if result is not None:
-            self.compression.append(result.report)
-        for e in older:
-            e.status, e.reason = ("summarized", None) if result and result.summary else ("dropped", "budget")
-            e.detail = f"in {marker.id}" if result and result.summary else "older turn: no room for a summary"
-        if result is not None and result.summary:
-            marker.raw, marker.body_tokens, marker.status = result.summary, None, "included"
-            self.entries.insert(0, marker)
-        if not any(e.status in ("included", "truncated") for e in self.entries):
-            self.status, self.reason, self.blocks = "dropped", "budget", []
-            return 0
-        self._entry_blocks()
-        return sum(b.tokens for b in self.blocks)
+        if result is None:
+            return None
+        self.compression.append(result.report)
+        return result.summary or None
 
     def _fill_text(self, cap: int) -> int:
         overhead = self.frame_tokens() + 2

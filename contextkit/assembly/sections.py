@@ -108,16 +108,24 @@ class Section:
             self.priority = _DEFAULT_PRIORITY.get(self.role, _DEFAULT_PRIORITY["custom"])
         if self.pinned is None:
             self.pinned = self.role in _DEFAULT_PINNED
+        self._check_shares()
+        if self.tag is None:
+            self.tag = _DEFAULT_TAG.get(self.role) or _slug(self.name)
+        if not _TAG_NAME.match(self.tag) or self.tag.lower().startswith("xml"):
+            raise SectionError(f"section {self.name!r}: {self.tag!r} is not a valid XML tag name")
+        self._coerce_material()
+
+    def _check_shares(self) -> None:
+        """Each share a fraction of the budget, the minimum not above the maximum."""
         for share in ("min_share", "max_share"):
             value = getattr(self, share)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise SectionError(f"section {self.name!r}: {share} must be between 0 and 1, not {value}")
         if self.min_share is not None and self.max_share is not None and self.min_share > self.max_share:
             raise SectionError(f"section {self.name!r}: min_share {self.min_share} exceeds max_share {self.max_share}")
-        if self.tag is None:
-            self.tag = _DEFAULT_TAG.get(self.role) or _slug(self.name)
-        if not _TAG_NAME.match(self.tag) or self.tag.lower().startswith("xml"):
-            raise SectionError(f"section {self.name!r}: {self.tag!r} is not a valid XML tag name")
+
+    def _coerce_material(self) -> None:
+        """Items and messages in their own types, and every text valid UTF-8: bad input fails here, named."""
         if self.content is not None:
             _check_text(self.content, f"section {self.name!r}")
         if self.items is not None:
@@ -143,7 +151,7 @@ def _message(value: Any, position: int) -> Message:
     if not isinstance(value, dict):
         raise SectionError(f"message #{position}: expected a dict with role and content, not {type(value).__name__}")
     try:
-        return Message(**{k: value[k] for k in ("role", "content", "timestamp", "id") if k in value})
+        return Message.from_dict(value)
     except (TypeError, ValueError) as exc:
         raise SectionError(f"message #{position}: {exc}") from None
 

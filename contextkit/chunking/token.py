@@ -13,24 +13,24 @@ line, word, token.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import string
 from collections.abc import Callable, Iterable, Iterator
-import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from contextkit.records import Chunk, Document
-from contextkit.tokenizers import Tokenizer, _code_points, get_tokenizer
 from contextkit.chunking._cuts import _candidates, _greedy, _stable_junction
 from contextkit.chunking._stream import stream_spans
+from contextkit.chunking.base import Chunker
 from contextkit.errors import ChunkTooSmallError, HeaderTooLargeError
+from contextkit.records import Chunk, Document
+from contextkit.tokenizers import Tokenizer, _code_points, get_tokenizer
 
 __all__ = ["ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]
 
 log = logging.getLogger(__name__)
-
 
 
 class ChunkerConfig(BaseModel):
@@ -60,10 +60,12 @@ class _Fields(dict):
         return ""
 
 
-class TokenChunker:
+class TokenChunker(Chunker):
     """Split documents into chunks of at most ``chunk_size`` tokens.
 
     Constructor values are defaults; :meth:`chunk` may override the header.
+    :meth:`to_dict` is ``{"type": "TokenChunker", **ChunkerConfig}`` (an index records
+    the :class:`ChunkerConfig` alone); a callable header cannot travel in it.
     """
 
     def __init__(
@@ -96,12 +98,15 @@ class TokenChunker:
     def chunk_overlap(self) -> int:
         return self.config.chunk_overlap
 
-    def to_dict(self) -> dict[str, Any]:
+    def _settings(self) -> dict[str, Any]:
         return self.config.model_dump()
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TokenChunker:
-        return cls(**ChunkerConfig(**data).model_dump())
+        """From :meth:`to_dict` or a recorded :class:`ChunkerConfig` (checked: unknown keys are refused)."""
+        settings = dict(data)
+        kind = settings.pop("type", cls.__name__)
+        return super().from_dict({"type": kind, **ChunkerConfig(**settings).model_dump()})
 
     def chunk(self, document: Document | str, header: str | None = None) -> list[Chunk]:
         """Chunks of one document (a bare string becomes a document with id ``"text"``)."""
@@ -224,16 +229,10 @@ class TokenChunker:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
 
-    def __enter__(self) -> TokenChunker:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __del__(self) -> None:  # pragma: no cover - best effort at interpreter exit
         try:
             self.close()
-        except Exception:
+        except Exception:  # noqa: BLE001, S110 - the pool may be half torn down already
             pass
 
     # ------------------------------------------------------------ internals

@@ -5,11 +5,15 @@ Tables and results go to ``out`` (stdout), progress and errors to ``err`` (stder
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated
 
 import typer
 from rich.console import Console
+
+from contextkit.errors import ContextkitError
 
 app = typer.Typer(
     name="contextkit",
@@ -32,3 +36,19 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
     err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
     return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def reported(code: int = 1) -> Iterator[None]:
+    """Turn a failure the user can act on into one line on stderr and exit ``code``, never a traceback.
+
+    What counts: every error contextkit raises on purpose (one base, :class:`ContextkitError`),
+    and invalid settings (pydantic's ``ValidationError``, raised where options become a config).
+    Anything else is a bug and keeps its traceback.
+    """
+    from pydantic import ValidationError
+
+    try:
+        yield
+    except (ContextkitError, ValidationError) as exc:
+        raise fail(str(exc), code) from None

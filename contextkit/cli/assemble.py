@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -50,8 +50,41 @@ def assemble(
 
     Example: contextkit assemble "How are exceptions chained?" --index my.ck-index --model gpt-4o --out prompt.txt
     """
+    _check_args(budget, model, fmt, mode)
+    result = _assemble(question, index, budget=budget, model=model, instructions=instructions, history=history,
+                       k=k, filter_=filter_, audit_log=audit_log,
+                       options=dict(mode=mode, format=fmt, evidence_order=order, summarize_history=summarize_history,
+                                    summary_max_tokens=summary_tokens, redact=redact,
+                                    compress_evidence=compress_evidence))
+    evidence = next((s for s in result.report.sections if s.role == "evidence"), None)
+    if evidence is None or evidence.items_included + evidence.items_truncated == 0:
+        raise fail(f"no evidence: {index} returned nothing usable for this question "
+                    f"(filters: {filter_ or 'none'}); nothing written")
+    _write_outputs(result, question, out_file, report_file, report_html)
+    if quiet:
+        return
+    if as_json:
+        err.print_json(result.report.model_dump_json())
+    else:
+        _print_report(result.report)
+
+
+def _check_args(budget: Optional[int], model: Optional[str], fmt: str, mode: str) -> None:
+    """Usage errors (exit code 2) before anything is opened."""
+    if budget is None and model is None:
+        raise fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
+    if budget is not None and budget <= 0:
+        raise fail(f"--budget must be a positive number of tokens, not {budget}", 2)
+    if fmt not in ("xml", "markdown") or mode not in ("dense", "bm25", "hybrid"):
+        raise fail("--format is xml or markdown; --mode is dense, bm25 or hybrid", 2)
+
+
+def _assemble(question: str, index: Path, *, budget: Optional[int], model: Optional[str],
+              instructions: Optional[Path], history: Optional[Path], k: Optional[int],
+              filter_: Optional[list[str]], audit_log: Optional[Path], options: dict[str, Any]) -> Any:
+    """The prompt from the index; every failure of reading the inputs or assembling is a clean error."""
     from contextkit.assembly import BudgetError, ProfileError, SectionError, get_profile
-    from contextkit.assembly.context import (
+    from contextkit.assembly.context_assembler import (
         ContextAssembler,
         HistoryFileError,
         load_history,
@@ -59,12 +92,6 @@ def assemble(
     from contextkit.index import Index, IndexFolderError
     from contextkit.retrievers import Filters, RetrievalError
 
-    if budget is None and model is None:
-        raise fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
-    if budget is not None and budget <= 0:
-        raise fail(f"--budget must be a positive number of tokens, not {budget}", 2)
-    if fmt not in ("xml", "markdown") or mode not in ("dense", "bm25", "hybrid"):
-        raise fail("--format is xml or markdown; --mode is dense, bm25 or hybrid", 2)
     try:
         profile = get_profile(model) if model else None
         key_text = _read_text(instructions).strip() if instructions else None
@@ -72,18 +99,18 @@ def assemble(
         filters = Filters.parse(filter_) if filter_ else None
         with Index.open(index, read_only=True) as opened:
             assembler = ContextAssembler(
-                profile if budget is None else budget, index=opened, mode=mode, format=fmt, evidence_order=order,
+                profile if budget is None else budget, index=opened,
                 tokenizer=profile.tokenizer if (profile and budget is not None) else None,
-                audit_log=str(audit_log) if audit_log else None, summarize_history=summarize_history,
-                summary_max_tokens=summary_tokens, redact=redact, compress_evidence=compress_evidence)
-            result = assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
+                audit_log=str(audit_log) if audit_log else None, **options)
+            return assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
     except (IndexFolderError, RetrievalError, BudgetError, ProfileError, SectionError, HistoryFileError,
             ValueError, OSError) as exc:
         raise fail(str(exc)) from None
-    evidence = next((s for s in result.report.sections if s.role == "evidence"), None)
-    if evidence is None or evidence.items_included + evidence.items_truncated == 0:
-        raise fail(f"no evidence: {index} returned nothing usable for this question "
-                    f"(filters: {filter_ or 'none'}); nothing written")
+
+
+def _write_outputs(result: Any, question: str, out_file: Optional[Path], report_file: Optional[Path],
+                   report_html: Optional[Path]) -> None:
+    """The report files, then the prompt (to ``--out`` or stdout); each written whole or not at all."""
     try:
         if report_file:
             _write_atomic(report_file, result.report.model_dump_json(indent=2) + "\n")
@@ -98,12 +125,6 @@ def assemble(
             sys.stdout.flush()
     except OSError as exc:
         raise fail(f"cannot write: {exc}") from None
-    if quiet:
-        return
-    if as_json:
-        err.print_json(result.report.model_dump_json())
-    else:
-        _print_report(result.report)
 
 
 @app.command()

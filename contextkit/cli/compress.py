@@ -24,7 +24,7 @@ def summarize(
 
     Example: contextkit summarize chat.jsonl --question "When is the wedding?" --max-tokens 200
     """
-    from contextkit.assembly.context import HistoryFileError, load_history
+    from contextkit.assembly.context_assembler import HistoryFileError, load_history
     from contextkit.compressors.history import HistorySummarizer
 
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
@@ -38,16 +38,7 @@ def eval_(
     modes = mode or list(MODES)
     if any(m not in MODES for m in modes):
         raise fail(f"--mode must be dense, bm25 or hybrid, not {', '.join(m for m in modes if m not in MODES)}", 2)
-    options: dict[str, dict] = {}
-    for item in option or []:
-        key, sep, value = item.partition("=")
-        name, dot, field = key.partition(".")
-        if not sep or not dot or name not in MODES or not field:
-            raise fail(f"--option {item!r} is not MODE.NAME=VALUE with MODE dense, bm25 or hybrid", 2)
-        try:
-            options.setdefault(name, {})[field] = json.loads(value)
-        except ValueError:
-            options.setdefault(name, {})[field] = value
+    options = _parse_options(option or [], MODES)
     if plot is not None and not plot.parent.is_dir():
         raise fail(f"--plot {plot}: folder {plot.parent} does not exist", 2)
     progress = _EvalProgress(disabled=quiet)
@@ -59,24 +50,44 @@ def eval_(
     if as_json:
         out.print_json(report.model_dump_json())
     else:
-        title = f"{report.beir} · {report.split} · {report.queries} queries · top {report.k} chunks"
-        table = Table(title=title)
-        names = list(report.results[0].metrics) if report.results else []
-        short = {"ndcg": "nDCG", "recall": "R", "mrr": "MRR", "precision": "P", "map": "MAP"}
-        labels = [short.get(n.partition("@")[0], n) + "@" + n.partition("@")[2] for n in names]
-        for col in ("mode", *labels, "p50 ms", "p95 ms", "docs/q"):
-            table.add_column(col, justify="left" if col == "mode" else "right", no_wrap=True)
-        for r in report.results:
-            table.add_row(r.mode, *(f"{r.metrics[n]:.4f}" for n in names), f"{r.latency_ms['p50']:.1f}",
-                          f"{r.latency_ms['p95']:.1f}", f"{r.docs_per_query:.1f}")
-        out.print(table)
-        out.print(f"metrics: {report.metrics_library}; latency includes the query embedding", highlight=False)
+        _print_table(report)
     if plot is not None:
         try:
             plot_report(report, plot)
         except (OSError, ValueError) as exc:
             raise fail(f"--plot {plot}: {exc}") from None
         err.print(f"wrote {plot}", highlight=False)
+
+
+def _parse_options(items: list[str], modes: tuple[str, ...]) -> dict[str, dict[str, Any]]:
+    """``MODE.NAME=VALUE`` items as per-mode retriever options; a value is JSON when it parses, else text."""
+    options: dict[str, dict[str, Any]] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        name, dot, field = key.partition(".")
+        if not sep or not dot or name not in modes or not field:
+            raise fail(f"--option {item!r} is not MODE.NAME=VALUE with MODE dense, bm25 or hybrid", 2)
+        try:
+            options.setdefault(name, {})[field] = json.loads(value)
+        except ValueError:
+            options.setdefault(name, {})[field] = value
+    return options
+
+
+def _print_table(report: Any) -> None:
+    """One row per mode: its metrics, latency percentiles and documents per query."""
+    title = f"{report.beir} · {report.split} · {report.queries} queries · top {report.k} chunks"
+    table = Table(title=title)
+    names = list(report.results[0].metrics) if report.results else []
+    short = {"ndcg": "nDCG", "recall": "R", "mrr": "MRR", "precision": "P", "map": "MAP"}
+    labels = [short.get(n.partition("@")[0], n) + "@" + n.partition("@")[2] for n in names]
+    for col in ("mode", *labels, "p50 ms", "p95 ms", "docs/q"):
+        table.add_column(col, justify="left" if col == "mode" else "right", no_wrap=True)
+    for r in report.results:
+        table.add_row(r.mode, *(f"{r.metrics[n]:.4f}" for n in names), f"{r.latency_ms['p50']:.1f}",
+                      f"{r.latency_ms['p95']:.1f}", f"{r.docs_per_query:.1f}")
+    out.print(table)
+    out.print(f"metrics: {report.metrics_library}; latency includes the query embedding", highlight=False)
 
 
 class _EvalProgress:

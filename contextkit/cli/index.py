@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, app, err, fail, out
+from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
 
 _JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 _STYLE = {"ok": "green", "unchecked": "yellow", "leftover": "yellow", "busy": "yellow", "stale": "red",
@@ -71,14 +71,12 @@ def repair(index: IndexOpt, as_json: _JsonOpt = False) -> None:
 
     Example: contextkit verify --index my.ck-index || contextkit repair --index my.ck-index
     """
-    from contextkit.index import IndexFolderError, repair_index
+    from contextkit.index import repair_index
 
     if not index.is_dir():
         raise fail(f"{index}: no such folder")
-    try:
+    with reported():
         report = repair_index(index)
-    except IndexFolderError as exc:
-        raise fail(str(exc)) from None
     if as_json:
         sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n")
     else:

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out
+from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, reported
 
 
 @app.command()
@@ -51,12 +51,7 @@ def ingest(
 
     Example: contextkit ingest docs/ notes.md --index my.ck-index --glob '**/*.md'
     """
-    from contextkit.ingestion.ray import (
-        RayClusterError,
-        RayIngestError,
-        RayNotInstalledError,
-    )
-    from contextkit.index import IndexFolderError
+    from contextkit.errors import RayClusterError, RayNotInstalledError
     from contextkit.ingestion import IngestConfig
     from contextkit.ingestion import ingest as run_ingest
 
@@ -80,13 +75,12 @@ def ingest(
         from contextkit.ingestion.ray._cluster import quiet_console
 
         quiet_console()
-    try:
-        with to_stderr, IngestProgress(disabled=quiet or as_json) as bar:
-            report = run_ingest([str(p) for p in paths], index, config, progress=bar.update)
-    except (RayNotInstalledError, RayClusterError) as exc:
-        raise fail(str(exc), 2) from None
-    except (IndexFolderError, ValueError, LookupError, RayIngestError) as exc:
-        raise fail(str(exc)) from None
+    with reported():
+        try:
+            with to_stderr, IngestProgress(disabled=quiet or as_json) as bar:
+                report = run_ingest([str(p) for p in paths], index, config, progress=bar.update)
+        except (RayNotInstalledError, RayClusterError) as exc:  # no Ray, or no cluster: a usage error
+            raise fail(str(exc), 2) from None
     if as_json:
         out.print_json(report.model_dump_json())
     else:
@@ -178,10 +172,8 @@ def chunk(
 
     if not file.is_file():
         raise fail(f"{file}: no such file", 2)
-    try:
+    with reported(2):
         chunker = TokenChunker(chunk_size, overlap, tokenizer)
-    except (ValueError, LookupError) as exc:
-        raise fail(str(exc), 2) from None
     result = load_file(SourceFile(file.resolve(), str(file)))
     for e in result.errors:
         err.print(f"[red]{e.path}[/]: {e.reason}", highlight=False)

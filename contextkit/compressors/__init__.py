@@ -10,12 +10,13 @@ import importlib
 from typing import Any
 
 __all__ = [
-    "CompressionReport", "EvidenceCompressor", "HistoryResult", "HistorySummarizer", "LLMHistorySummarizer",
-    "PIIRedactor", "RedactionResult",
+    "CompressionReport", "Compressor", "EvidenceCompressor", "EvidenceResult", "HistoryResult", "HistorySummarizer",
+    "LLMHistorySummarizer", "PIIRedactor", "RedactionResult",
 ]
 
-_WHERE = {"CompressionReport": "base", "EvidenceCompressor": "evidence", "HistoryResult": "history",
-          "HistorySummarizer": "history", "LLMHistorySummarizer": "llm", "PIIRedactor": "redact",
+_WHERE = {"CompressionReport": "base", "Compressor": "base", "EvidenceCompressor": "evidence",
+          "EvidenceResult": "evidence", "HistoryResult": "history",
+          "HistorySummarizer": "history", "LLMHistorySummarizer": "llm_history", "PIIRedactor": "redact",
           "RedactionResult": "redact"}
 
 

@@ -138,24 +138,41 @@ def _default_scorer() -> LinearScorer:
 
 
 def _read(text: str | None, where: str) -> LinearScorer:
+    """The scorer in a weights file's ``text``; a ValueError naming ``where`` and the reason otherwise."""
     if text is None:
         raise ValueError(f"evidence scorer weights {where}: no such file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"evidence scorer weights {where}: not JSON ({exc})") from None
-    if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f"evidence scorer weights {where}: not a {FORMAT} file (format={data.get('format')!r})"
-                         if isinstance(data, dict) else f"evidence scorer weights {where}: not a JSON object")
-    if data.get("version") != FORMAT_VERSION:
-        raise ValueError(f"evidence scorer weights {where}: format version {data.get('version')!r}, "
-                         f"this contextkit reads {FORMAT_VERSION}")
+    data = _header_checked(text, where)
     try:
         names = tuple(str(f) for f in data["features"])
         vectors = [tuple(float(v) for v in data[k]) for k in ("weights", "mean", "scale")]
         bias = float(data["bias"])
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"evidence scorer weights {where}: missing or non-numeric field ({exc})") from None
+    _check_numbers(names, vectors, bias, where)
+    selection = data.get("selection", "score")
+    if selection not in ("score", "density"):
+        raise ValueError(f"evidence scorer weights {where}: selection must be 'score' or 'density', not {selection!r}")
+    return LinearScorer(names, *vectors, bias=bias, model=data.get("model"), source=where, selection=selection)
+
+
+def _header_checked(text: str, where: str) -> dict[str, Any]:
+    """The JSON object of a weights file, once its format and version are this contextkit's."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"evidence scorer weights {where}: not JSON ({exc})") from None
+    if not isinstance(data, dict):  # a bad weights file is a ValueError, whatever is wrong in it
+        raise ValueError(f"evidence scorer weights {where}: not a JSON object")  # noqa: TRY004
+    if data.get("format") != FORMAT:
+        raise ValueError(f"evidence scorer weights {where}: not a {FORMAT} file (format={data.get('format')!r})")
+    if data.get("version") != FORMAT_VERSION:
+        raise ValueError(f"evidence scorer weights {where}: format version {data.get('version')!r}, "
+                         f"this contextkit reads {FORMAT_VERSION}")
+    return data
+
+
+def _check_numbers(names: tuple[str, ...], vectors: list[tuple[float, ...]], bias: float, where: str) -> None:
+    """Known features, one finite number per feature in each vector, positive scales."""
     unknown = [f for f in names if f not in FEATURES]
     if unknown:
         raise ValueError(f"evidence scorer weights {where}: unknown features {unknown} (known: {list(FEATURES)})")
@@ -164,7 +181,3 @@ def _read(text: str | None, where: str) -> LinearScorer:
                          f"number per feature ({len(names)})")
     if not all(math.isfinite(v) for vec in vectors for v in vec) or not math.isfinite(bias):
         raise ValueError(f"evidence scorer weights {where}: non-finite number")
-    selection = data.get("selection", "score")
-    if selection not in ("score", "density"):
-        raise ValueError(f"evidence scorer weights {where}: selection must be 'score' or 'density', not {selection!r}")
-    return LinearScorer(names, *vectors, bias=bias, model=data.get("model"), source=where, selection=selection)

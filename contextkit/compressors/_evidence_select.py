@@ -96,45 +96,72 @@ def build(passages: list[Passage], chosen: dict[int, set[int]], forced: dict[int
     live = [p for p in passages if id(p) in chosen]
     texts = {id(p): join(p, chosen[id(p)], separator) for p in live}
     counts = dict(zip(texts, tok.count_many(list(texts.values()))))
-    total = sum(counts.values())
-    trimmed = 0
-    while total > budget and live:
-        optional = [(scores[p.first + i], p.position, i, p) for p in live
-                    for i in chosen[id(p)] - forced.get(id(p), set())]
-        if optional:
-            _, _, i, p = min(optional, key=lambda x: (x[0], -x[1], -x[2]))
-            chosen[id(p)].discard(i)
-            trimmed += 1
-            texts[id(p)] = join(p, chosen[id(p)], separator)
-            new = tok.count(texts[id(p)])
-            total += new - counts[id(p)]
-            counts[id(p)] = new
-            continue
-        p = min(live, key=lambda q: (max(scores[q.first + i] for i in chosen[id(q)]), -q.position))
-        live.remove(p)
-        total -= counts.pop(id(p))
-        del chosen[id(p)]
-    if live and total < budget:  # the estimates were generous: fill what is left, with exact counts
+    out = _Output(live, chosen, texts, counts, sum(counts.values()), tok, separator)
+    trimmed = out.trim(forced, scores, budget)
+    if out.live and out.total < budget:  # the estimates were generous: fill what is left, with exact counts
+        out.fill(scores, sentence_tokens, seen, budget, density)
+    live.sort(key=lambda q: q.position)
+    items = [_item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok) for p in live]
+    return items, [counts[id(p)] for p in live], trimmed
+
+
+@dataclass(slots=True)
+class _Output:
+    """The kept passages while :func:`build` counts them exactly: texts and counts by ``id(passage)``."""
+
+    live: list[Passage]
+    chosen: dict[int, set[int]]
+    texts: dict[int, str]
+    counts: dict[int, int]
+    total: int
+    tok: Tokenizer
+    separator: str
+
+    def _set(self, p: Passage, keep: set[int], text: str, count: int) -> None:
+        """Keep the sentences ``keep`` of ``p``, joined as ``text`` of ``count`` tokens."""
+        self.total += count - self.counts[id(p)]
+        self.chosen[id(p)], self.texts[id(p)], self.counts[id(p)] = keep, text, count
+
+    def trim(self, forced: dict[int, set[int]], scores: list[float], budget: int) -> int:
+        """Drop the weakest optional sentence, else the weakest passage, while over ``budget``;
+        the number of sentences dropped."""
+        trimmed = 0
+        while self.total > budget and self.live:
+            optional = [(scores[p.first + i], p.position, i, p) for p in self.live
+                        for i in self.chosen[id(p)] - forced.get(id(p), set())]
+            if optional:
+                _, _, i, p = min(optional, key=lambda x: (x[0], -x[1], -x[2]))
+                keep = self.chosen[id(p)] - {i}
+                text = join(p, keep, self.separator)
+                self._set(p, keep, text, self.tok.count(text))
+                trimmed += 1
+                continue
+            p = min(self.live, key=lambda q: (max(scores[q.first + i] for i in self.chosen[id(q)]), -q.position))
+            self.live.remove(p)
+            self.total -= self.counts.pop(id(p))
+            del self.chosen[id(p)]
+        return trimmed
+
+    def fill(self, scores: list[float], sentence_tokens: list[int], seen: set[str], budget: int,
+             density: bool) -> None:
+        """Add the best sentences left out while the exact total stays within ``budget``."""
         pool = sorted(((_rank(scores[p.first + i], sentence_tokens[p.first + i] + 1, density), p.position, i, p)
-                       for p in live for i in range(len(p.spans)) if i not in chosen[id(p)]),
+                       for p in self.live for i in range(len(p.spans)) if i not in self.chosen[id(p)]),
                       key=lambda x: (-x[0], x[1], x[2]))
         for _, _, i, p in pool:
-            if total >= budget:
+            if self.total >= budget:
                 break
-            if sentence_tokens[p.first + i] > budget - total + 4:
+            if sentence_tokens[p.first + i] > budget - self.total + 4:
                 continue  # cannot fit, even where it replaces a separator
             key = norm(p.item.text[p.spans[i][0]:p.spans[i][1]])
             if key in seen:
                 continue
-            trial = join(p, chosen[id(p)] | {i}, separator)
-            new = tok.count(trial)
-            if total + new - counts[id(p)] <= budget:
-                chosen[id(p)].add(i)
+            keep = self.chosen[id(p)] | {i}
+            trial = join(p, keep, self.separator)
+            new = self.tok.count(trial)
+            if self.total + new - self.counts[id(p)] <= budget:
+                self._set(p, keep, trial, new)
                 seen.add(key)
-                texts[id(p)], total, counts[id(p)] = trial, total + new - counts[id(p)], new
-    live.sort(key=lambda q: q.position)
-    out = [_item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok) for p in live]
-    return out, [counts[id(p)] for p in live], trimmed
 
 
 def join(p: Passage, keep: set[int], separator: str) -> str:

@@ -32,28 +32,31 @@ def _luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
+#: IIN prefix ranges ``(prefix digits, first, last, network)``, tried in this order: the first
+#: range that holds the number's prefix names its network, whose lengths then decide.
+_IIN_RANGES = (
+    (1, 4, 4, "visa"),
+    (2, 51, 55, "mastercard"), (4, 2221, 2720, "mastercard"),
+    (2, 34, 34, "amex"), (2, 37, 37, "amex"),
+    (4, 2200, 2204, "mir"),
+    (4, 6011, 6011, "discover"), (3, 644, 649, "discover"), (2, 65, 65, "discover"),
+    (6, 622126, 622925, "discover"),
+    (4, 3528, 3589, "jcb"),
+    (3, 300, 305, "diners"), (4, 3095, 3095, "diners"), (2, 36, 36, "diners"), (2, 38, 39, "diners"),
+    (2, 62, 62, "unionpay"),
+    *((4, p, p, "maestro") for p in (5018, 5020, 5038, 5893, 6304, 6759, 6761, 6762, 6763)),
+    (2, 50, 50, "maestro"), (2, 56, 58, "maestro"),
+)
+_CARD_LENGTHS = {"visa": (13, 16, 19), "mastercard": (16,), "amex": (15,), "mir": range(16, 20),
+                 "discover": range(16, 20), "jcb": range(16, 20), "diners": range(14, 20),
+                 "unionpay": range(16, 20), "maestro": range(13, 20)}
+
+
 def _card_brand(d: str) -> str | None:
     """The card network of a digit string by its IIN prefix and length, or None."""
-    n = len(d)
-    p2, p3, p4, p6 = int(d[:2]), int(d[:3]), int(d[:4]), int(d[:6])
-    if d[0] == "4":
-        return "visa" if n in (13, 16, 19) else None
-    if 51 <= p2 <= 55 or 2221 <= p4 <= 2720:
-        return "mastercard" if n == 16 else None
-    if p2 in (34, 37):
-        return "amex" if n == 15 else None
-    if 2200 <= p4 <= 2204:
-        return "mir" if 16 <= n <= 19 else None
-    if p4 == 6011 or 644 <= p3 <= 649 or p2 == 65 or 622126 <= p6 <= 622925:
-        return "discover" if 16 <= n <= 19 else None
-    if 3528 <= p4 <= 3589:
-        return "jcb" if 16 <= n <= 19 else None
-    if 300 <= p3 <= 305 or p4 == 3095 or p2 in (36, 38, 39):
-        return "diners" if 14 <= n <= 19 else None
-    if p2 == 62:
-        return "unionpay" if 16 <= n <= 19 else None
-    if p4 in (5018, 5020, 5038, 5893, 6304, 6759, 6761, 6762, 6763) or p2 in (50, 56, 57, 58):
-        return "maestro" if 13 <= n <= 19 else None
+    for digits, first, last, network in _IIN_RANGES:
+        if first <= int(d[:digits]) <= last:
+            return network if len(d) in _CARD_LENGTHS[network] else None
     return None
 
 
@@ -222,28 +225,35 @@ def _card_in(text: str, m: re.Match[str]) -> Candidate | None:
     groups = [(g.start() + base, g.end() + base) for g in _DIGIT_RUN.finditer(m.group())]
     if len(groups) == 1:
         s, e = groups[0]
-        d = text[s:e]
-        if 13 <= len(d) <= 19 and _digit_boundary_ok(text, s, e) and _card_brand(d) and _luhn_ok(d):
-            return (s, e, "CARD", "card", _R_CARD)
-        return None
+        return (s, e, "CARD", "card", _R_CARD) if _is_card(text, s, e, text[s:e]) else None
     for i in range(len(groups)):
         if groups[i][1] - groups[i][0] != 4:  # printed card numbers start with a group of four
             continue
         for j in range(len(groups) - 1, i, -1):
-            s, e = groups[i][0], groups[j][1]
-            if len({text[groups[k][1]] for k in range(i, j)}) != 1:
-                continue  # one kind of separator throughout
-            if any(not 3 <= b - a <= 6 for a, b in groups[i + 1 : j]) or not 1 <= e - groups[j][0] <= 6:
-                continue  # groups of three to six digits after the first; the last may be shorter
-            if text[s - 1:s] == text[groups[i][1]] and _after_group(text, s - 1):
-                continue  # a printed card number starts its run of groups: "DE59 2344 8783 ..." is not one
-            if j + 1 < len(groups) and text[e] == text[groups[i][1]] and not _joined(text, groups[j + 1][1]):
-                continue  # and ends it: "4121 1488 0508 6371 414" is a 19-digit number, not a card + 414
-            digits = "".join(text[a:b] for a, b in groups[i : j + 1])
-            if (13 <= len(digits) <= 19 and _digit_boundary_ok(text, s, e) and _card_brand(digits)
-                    and _luhn_ok(digits)):
-                return (s, e, "CARD", "card", _R_CARD)
+            if _card_groups(text, groups, i, j):
+                return (groups[i][0], groups[j][1], "CARD", "card", _R_CARD)
     return None
+
+
+def _card_groups(text: str, groups: list[tuple[int, int]], i: int, j: int) -> bool:
+    """Whether digit groups ``i..j`` print one card number: one separator, group sizes, a whole run."""
+    s, e = groups[i][0], groups[j][1]
+    sep = text[groups[i][1]]
+    if len({text[groups[k][1]] for k in range(i, j)}) != 1:
+        return False  # one kind of separator throughout
+    if any(not 3 <= b - a <= 6 for a, b in groups[i + 1 : j]) or not 1 <= e - groups[j][0] <= 6:
+        return False  # groups of three to six digits after the first; the last may be shorter
+    if text[s - 1:s] == sep and _after_group(text, s - 1):
+        return False  # a printed card number starts its run of groups: "DE59 2344 8783 ..." is not one
+    if j + 1 < len(groups) and text[e] == sep and not _joined(text, groups[j + 1][1]):
+        return False  # and ends it: "4121 1488 0508 6371 414" is a 19-digit number, not a card + 414
+    return _is_card(text, s, e, "".join(text[a:b] for a, b in groups[i : j + 1]))
+
+
+def _is_card(text: str, s: int, e: int, digits: str) -> bool:
+    """13 to 19 digits standing alone, with a known network's prefix and length and a valid Luhn check."""
+    return 13 <= len(digits) <= 19 and _digit_boundary_ok(text, s, e) and bool(_card_brand(digits)) \
+        and _luhn_ok(digits)
 
 
 _IBAN = re.compile(r"[A-Z][A-Z]\d\d(?: ?[A-Z0-9]{1,4}){2,8}")
@@ -294,52 +304,78 @@ _VERSION_CONTEXT = re.compile(r"(?:[=<>~!]=|[<>][ \t]|\bEC|(?i:\b(?:versions?|ve
 
 
 def _find_ip(scan: _Scan) -> list[Candidate]:
+    out = _find_ipv4(scan)
+    if "::" in scan.text or scan.text.count(":") >= 7:
+        out += _find_ipv6(scan.text)
+    return out
+
+
+def _find_ipv4(scan: _Scan) -> list[Candidate]:
     text = scan.text
     out: list[Candidate] = []
     for lo, hi in scan.regions:
         for m in _IPV4.finditer(text, lo, hi):
             s, e = m.span()
-            if not _IPV4_STRICT.fullmatch(m.group()):
-                continue
-            if s > 0 and (_is_word(text[s - 1]) or text[s - 1] in ".-"):
-                continue
-            if e < len(text) and (_is_word(text[e]) or (text[e] == "." and e + 1 < len(text)
-                                                        and text[e + 1].isalnum())):
-                continue
-            if _VERSION_CONTEXT.search(text, max(0, s - 12), s):
-                continue  # "version 1.2.3.4", ">= 1.4.5.0", "Section 6.3.2.3"
-            out.append((s, e, "IP", "ipv4", _R_IP))
-    if "::" not in text and text.count(":") < 7:
-        return out
+            if _IPV4_STRICT.fullmatch(m.group()) and _ipv4_stands_alone(text, s, e):
+                out.append((s, e, "IP", "ipv4", _R_IP))
+    return out
+
+
+def _ipv4_stands_alone(text: str, s: int, e: int) -> bool:
+    """Not part of a word, a longer dotted chain or a version number ("version 1.2.3.4", "Section 6.3.2.3")."""
+    if s > 0 and (_is_word(text[s - 1]) or text[s - 1] in ".-"):
+        return False
+    if e < len(text) and (_is_word(text[e]) or (text[e] == "." and e + 1 < len(text) and text[e + 1].isalnum())):
+        return False
+    return not _VERSION_CONTEXT.search(text, max(0, s - 12), s)
+
+
+def _find_ipv6(text: str) -> list[Candidate]:
+    out: list[Candidate] = []
     last_end = 0
     for h in _IPV6_HINT.finditer(text):
-        start = h.start()
-        if start < last_end:
+        if h.start() < last_end:
             continue
-        while start > 0 and start > h.start() - 4 and text[start - 1] in _HEX:
-            start -= 1
-        m = _IPV6.match(text, start)
-        if m is None:
+        found = _ipv6_candidate(text, h.start())
+        if found is None:
             continue
-        s, e = m.span()
-        cand = m.group()
-        if cand.endswith(":") and not cand.endswith("::"):
-            cand, e = cand[:-1], e - 1
+        s, e, cand = found
         last_end = max(last_end, e)
-        if cand.count(":") < 2 or (s > 0 and (_is_word(text[s - 1]) or text[s - 1] in ":.")):
-            continue
-        if e < len(text) and (_is_word(text[e]) or text[e] == ":"):
-            continue
-        addr = cand.split("%", 1)[0]
-        groups = [g for g in re.split(r"[:.]", addr) if g]
-        if len(groups) < 2 or max(map(len, groups)) < 3 or not any(ch.isdigit() for ch in addr):
-            continue  # "ham[1::3]" is a slice; an address has a group of three hex digits or more
-        try:
-            ipaddress.IPv6Address(addr)
-        except ValueError:
-            continue
-        out.append((s, e, "IP", "ipv6", _R_IP))
+        if _is_ipv6(text, s, e, cand):
+            out.append((s, e, "IP", "ipv6", _R_IP))
     return out
+
+
+def _ipv6_candidate(text: str, hint: int) -> tuple[int, int, str] | None:
+    """The address-shaped text around the hint at ``hint`` (up to four hex digits before it), a lone final colon off."""
+    start = hint
+    while start > 0 and start > hint - 4 and text[start - 1] in _HEX:
+        start -= 1
+    m = _IPV6.match(text, start)
+    if m is None:
+        return None
+    s, e = m.span()
+    cand = m.group()
+    if cand.endswith(":") and not cand.endswith("::"):
+        cand, e = cand[:-1], e - 1
+    return s, e, cand
+
+
+def _is_ipv6(text: str, s: int, e: int, cand: str) -> bool:
+    """Whether ``cand`` at ``[s, e)`` stands alone and is a valid IPv6 address (not a slice, not a time)."""
+    if cand.count(":") < 2 or (s > 0 and (_is_word(text[s - 1]) or text[s - 1] in ":.")):
+        return False
+    if e < len(text) and (_is_word(text[e]) or text[e] == ":"):
+        return False
+    addr = cand.split("%", 1)[0]
+    groups = [g for g in re.split(r"[:.]", addr) if g]
+    if len(groups) < 2 or max(map(len, groups)) < 3 or not any(ch.isdigit() for ch in addr):
+        return False  # "ham[1::3]" is a slice; an address has a group of three hex digits or more
+    try:
+        ipaddress.IPv6Address(addr)
+    except ValueError:
+        return False
+    return True
 
 
 _PHONE_INTL = re.compile(r"\+[1-9]\d{0,2}(?:[ .\-]?\(0\))?(?:[ .\-]?(?:\(\d{1,5}\)|\d{1,6})){1,7}")

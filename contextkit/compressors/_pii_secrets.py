@@ -100,32 +100,39 @@ def _looks_random(token: str, threshold: float) -> bool:
     alnum = len(classes) - classes.count("s")
     if alnum < 16 or len(set(classes) - {"s"}) < 2:
         return False
-    if _entropy(token) < threshold:
+    if _entropy(token) < threshold or _structured(token, classes, alnum):
         return False
+    pieces = _CAMEL_PIECE.findall(token)
+    words = [p for p in pieces if not p[0].isdigit()]
+    if len(words) >= 3 and all(len(p) >= 3 and p[0].isupper() and p[1:].islower() for p in words):
+        return False  # Gln356Pro871Glu1038, Model3Build12Patch7: capitalised words and numbers
+    return not _reads_as_english(words)
+
+
+def _structured(token: str, classes: str, alnum: int) -> bool:
+    """Few class changes (an identifier), or short separated parts (cp33-cp33m-linux_x86_64)."""
     # class changes inside each separated part, not counting those of camelCase (Upper->lower and
     # lower->Upper->lower): 3-hydroxy-3-methylglutaryl and PyObject_GetAttr have none. No two-letter
     # pattern here can overlap itself, so str.count is exact; "lul" can ("lulul"), hence the lookahead.
     switches = sum(classes.count(pair) for pair in ("ld", "dl", "ud", "du", "lu")) - len(_CAMEL_HUMP.findall(classes))
     segments = [x for x in _SEPARATORS.split(token) if x]
     if switches / (alnum - len(segments)) < _SWITCH_SHARE:
-        return False
-    if len(segments) >= 4 and sum(map(len, segments)) <= 5 * len(segments):
-        return False  # cp33-cp33m-linux_x86_64: short structured parts
-    pieces = _CAMEL_PIECE.findall(token)
-    words = [p for p in pieces if not p[0].isdigit()]
-    if len(words) >= 3 and all(len(p) >= 3 and p[0].isupper() and p[1:].islower() for p in words):
-        return False  # Gln356Pro871Glu1038, Model3Build12Patch7: capitalised words and numbers
-    pairs = score = 0  # letter pairs inside camelCase pieces, and how English they read
-    for piece in pieces:
-        if piece[0].isdigit():
-            continue
+        return True
+    return len(segments) >= 4 and sum(map(len, segments)) <= 5 * len(segments)
+
+
+def _reads_as_english(words: list[str]) -> bool:
+    """Whether the letter pieces of a token read as English: one long English-looking word
+    (CD14++CD16+monocytes), or enough letter pairs scoring high on average (identifiers)."""
+    pairs = score = 0
+    for piece in words:
         piece = piece.lower()
         piece_score = sum(_PAIR_SCORE.get(piece[i:i + 2], -2) for i in range(len(piece) - 1))
         if len(piece) >= 7 and piece_score >= _WORD_MEAN * (len(piece) - 1):
-            return False  # holds a long English-looking word: CD14++CD16+monocytes
+            return True
         pairs += len(piece) - 1
         score += piece_score
-    return not (pairs >= _PAIRS_MIN and score >= _PAIRS_MEAN * pairs)  # words and identifiers read as English
+    return pairs >= _PAIRS_MIN and score >= _PAIRS_MEAN * pairs
 
 
 def _pair_mean(token: str) -> float:
@@ -251,7 +258,6 @@ def _assignment(text: str, m: re.Match[str]) -> Candidate | None:
         # the key may end an identifier (DB_PASSWORD, dbPassword, x.secret) but not a word (bypass)
         if p.isalnum() and not (p.islower() and text[s].isupper()):
             return None
-    sep = m.group(1)
     if m.group(3) is not None:
         value = m.group(3)
         if not value.strip() or len(set(value)) == 1 or _PLACEHOLDER_VALUE.fullmatch(value):
@@ -261,17 +267,21 @@ def _assignment(text: str, m: re.Match[str]) -> Candidate | None:
     value = m.group(4)
     while value and value[-1] in _TRAILING:
         value, ve = value[:-1], ve - 1
+    return (vs, ve, "SECRET", "assignment", _R_ASSIGN) if _bare_value(value, m.group(1)) else None
+
+
+def _bare_value(value: str, sep: str) -> bool:
+    """Whether an unquoted assigned value is a secret: not a stand-in, not prose, not code."""
     if len(value) < 6 or len(set(value)) == 1 or value[0] in "${" or _PLACEHOLDER_VALUE.fullmatch(value):
-        return None
+        return False
     has_digit = any(ch.isdigit() for ch in value)
     if sep == ":" and not has_digit:
-        return None  # "Password: Click here", "secret:--nurse": prose
+        return False  # "Password: Click here", "secret:--nurse": prose
     if not has_digit and _NAMEISH.fullmatch(value):
         passphrase = value.isalpha() and value.islower() and len(value) >= 12
         random_letters = value.isalpha() and len(value) >= 8 and _pair_mean(value) < -0.5
-        if not (passphrase or random_letters):
-            return None  # password=user.password, token=getToken: code, not a value
-    return (vs, ve, "SECRET", "assignment", _R_ASSIGN)
+        return passphrase or random_letters  # else password=user.password, token=getToken: code
+    return True
 
 
 _WORD_BREAKS = " \t\n\r<>()[]\"'`"

@@ -1,6 +1,6 @@
 """``EvidenceCompressor``: query-aware pruning of sentences inside retrieved passages.
 
-Each passage is split into sentences (:func:`split_sentences`, exact character
+Each passage is split into sentences (:func:`contextkit.text.split_sentences`, exact character
 spans) and every sentence is scored against the query. Two scorers
 (:mod:`~contextkit.compressors._evidence_score`):
 
@@ -55,21 +55,29 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contextkit.assembly.passages import Deduplicator
 from contextkit.assembly.sections import EvidenceItem
 from contextkit.compressors._evidence_features import feature_matrix, sentence_features
-from contextkit.compressors._evidence_score import LinearScorer, Terms, lexical_scores, load_scorer
+from contextkit.compressors._evidence_score import (
+    LinearScorer,
+    Terms,
+    lexical_scores,
+    load_scorer,
+)
 from contextkit.compressors._evidence_select import Passage, build, norm, select
-from contextkit.compressors._sentences import split_sentences
-from contextkit.compressors.base import CompressionReport
+from contextkit.compressors.base import CompressionReport, Compressor
+from contextkit.text import split_sentences
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
-__all__ = ["EvidenceCompressor", "EvidenceCompressorConfig", "lexical_scores", "split_sentences"]
+__all__ = ["EvidenceCompressor", "EvidenceCompressorConfig", "EvidenceResult", "lexical_scores", "split_sentences"]
+
+_REMOVED = ("sentences", "duplicate", "near_duplicate", "empty", "irrelevant", "over_budget")
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +118,26 @@ class EvidenceCompressorConfig(BaseModel):
         return self
 
 
-class EvidenceCompressor:
+class EvidenceResult(NamedTuple):
+    """The pruned items and the report; unpacks as ``items, report`` as it always has."""
+
+    items: list[EvidenceItem]
+    report: CompressionReport
+
+
+class _Run:
+    """What one :meth:`EvidenceCompressor.compress` call removed so far, by kind and by item id."""
+
+    def __init__(self) -> None:
+        self.removed = dict.fromkeys(_REMOVED, 0)
+        self.dropped: dict[str, str] = {}
+
+    def drop(self, item_id: str, kind: str, reason: str) -> None:
+        self.removed[kind] += 1
+        self.dropped[item_id] = reason
+
+
+class EvidenceCompressor(Compressor):
     """Keep the sentences of retrieved passages that matter to the query (see the module docstring).
 
     ``embedder`` is an :class:`~contextkit.embedders.Embedder` (the default model,
@@ -177,7 +204,7 @@ class EvidenceCompressor:
     @classmethod
     def from_dict(cls, data: dict[str, Any], embedder: Any = None) -> EvidenceCompressor:
         """Rebuild from :meth:`to_dict`; the embedder is ``embedder`` or the saved model, loaded lazily."""
-        data = {k: v for k, v in data.items() if k != "type"}
+        data = cls._settings(data)
         model = data.pop("model", None)
         EvidenceCompressorConfig(**data)  # unknown or bad settings fail here, by name
         out = cls(embedder, **data)
@@ -186,101 +213,109 @@ class EvidenceCompressor:
         return out
 
     # -------------------------------------------------------------- compress
-    def compress(self, query: str, items: Sequence[EvidenceItem | str | dict[str, Any]],
-                 target_ratio: float | None = None, max_tokens: int | None = None
-                 ) -> tuple[list[EvidenceItem], CompressionReport]:
+    def compress(self, items: Sequence[EvidenceItem | str | dict[str, Any]], query: str | None = None, *,
+                 target_ratio: float | None = None, max_tokens: int | None = None) -> EvidenceResult:
         """Prune ``items`` to the sentences that bear on ``query``, within the budget.
 
         A ``target_ratio`` or ``max_tokens`` given here replaces the constructor's
         budget (whichever kind it was); giving both, or neither anywhere, is a ValueError.
+        The old order, ``compress(query, items)``, still works, with a DeprecationWarning.
         """
         started = time.perf_counter()
+        items, query = _items_first(items, query)
         self._check_query(query)
         ratio, cap = self._budget_mode(target_ratio, max_tokens)
-        cfg = self.config
-        tok = self.tokenizer
         items = [EvidenceItem.coerce(v, i) for i, v in enumerate(items)]
         report = CompressionReport(compressor=self.name, items_in=len(items))
-        removed = dict.fromkeys(("sentences", "duplicate", "near_duplicate", "empty", "irrelevant",
-                                 "over_budget"), 0)
-        dropped: dict[str, str] = {}
-        counts = tok.count_many([it.text for it in items])
+        counts = self.tokenizer.count_many([it.text for it in items])
         report.input_tokens = sum(counts)
         budget = cap if cap is not None else int(report.input_tokens / ratio)
-
-        # 1. duplicates and empty items
-        dedup = Deduplicator(cfg.dedup_threshold)
-        passages: list[Passage] = []
-        for pos, (item, n) in enumerate(zip(items, counts)):
-            spans = split_sentences(item.text)
-            if not spans:
-                removed["empty"] += 1
-                dropped[item.id] = "empty: no sentence text"
-                continue
-            found = dedup.check(item.id, item.text)
-            if found is not None:
-                removed[found[0]] += 1
-                dropped[item.id] = f"{found[0].replace('_', ' ')} of {found[1]}"
-                continue
-            passages.append(Passage(item, pos, spans, tokens=n))
-
-        # 2. scores: one embedding call for the query and every sentence
+        run = _Run()
+        passages = self._passages(items, counts, run)  # 1. duplicates and empty items
         texts = self._flatten(passages)
+        # 2. scores: one embedding call for the query and every sentence
         scores, relevance, embed_seconds = self._score(query, texts, [(p.first, len(p.spans)) for p in passages])
-
-        # 3. items with nothing relevant (the query match, not the learned form of a finding)
-        if cfg.min_relevance is not None:
-            kept_passages = []
-            for p in passages:
-                best = max(relevance[p.first:p.first + len(p.spans)])
-                if best < cfg.min_relevance:
-                    removed["irrelevant"] += 1
-                    dropped[p.item.id] = f"irrelevant: best sentence scores {best:.3f} < {cfg.min_relevance}"
-                else:
-                    kept_passages.append(p)
-            passages = kept_passages
-
-        # 4. a position prior, if any (after the relevance test: it is no evidence of relevance)
-        if cfg.position_weight:
-            for p in passages:
-                last = max(len(p.spans) - 1, 1)
-                for i in range(len(p.spans)):
-                    scores[p.first + i] += cfg.position_weight * i / last
-
+        passages = self._relevant(passages, relevance, run)  # 3. the query match, not the form of a finding
+        self._position_prior(passages, scores)  # 4. after the relevance test: position is no evidence
         # 5. choose sentences within the budget
         density = self.selection == "density"
-        sentence_tokens = tok.count_many(texts) if texts else []
-        chosen, forced, repeats, seen = select(passages, scores, sentence_tokens, texts, budget, cfg.min_sentences,
-                                               cfg.keep_first, density)
-        out, out_counts, trimmed = build(passages, chosen, forced, scores, sentence_tokens, seen, budget, tok,
-                                         cfg.separator, density)
-        for p in passages:
-            if id(p) in chosen:
-                continue
-            if all(norm(t) in seen for t in texts[p.first:p.first + len(p.spans)]):
-                removed["duplicate"] += 1
-                dropped[p.item.id] = "duplicate: all its sentences are kept from other items"
-            else:
-                removed["over_budget"] += 1
-                dropped[p.item.id] = "over budget: not even its best sentences fit"
-        if removed["over_budget"]:
-            report.fallback = (f"the budget ({budget} tokens) cannot hold min_sentences={cfg.min_sentences} "
-                               f"of every item: dropped the {removed['over_budget']} weakest")
-
-        kept_sentences = sum(len(chosen[id(p)]) for p in passages if id(p) in chosen)
-        removed["sentences"] = sum(len(p.spans) for p in passages if id(p) in chosen) - kept_sentences
-        report.removed = removed
+        sentence_tokens = self.tokenizer.count_many(texts) if texts else []
+        chosen, forced, repeats, seen = select(passages, scores, sentence_tokens, texts, budget,
+                                               self.config.min_sentences, self.config.keep_first, density)
+        out, out_counts, trimmed = build(passages, chosen, forced, scores, sentence_tokens, seen, budget,
+                                         self.tokenizer, self.config.separator, density)
+        kept_sentences = self._left_out(passages, chosen, texts, seen, run)
+        if run.removed["over_budget"]:
+            report.fallback = (f"the budget ({budget} tokens) cannot hold min_sentences={self.config.min_sentences} "
+                               f"of every item: dropped the {run.removed['over_budget']} weakest")
+        report.removed = run.removed
         report.items_out = len(out)
         report.output_tokens = sum(out_counts)
         report.details = {
             "budget": budget, "budget_mode": "max_tokens" if cap is not None else "target_ratio",
-            "target_ratio": ratio, "max_tokens": cap, "scorer": cfg.scorer, "selection": self.selection,
+            "target_ratio": ratio, "max_tokens": cap, "scorer": self.config.scorer, "selection": self.selection,
             "sentences_in": len(texts),
             "sentences_kept": kept_sentences, "repeated_sentences": repeats, "trimmed_after_count": trimmed,
-            "dropped": dropped, "embedding_seconds": round(embed_seconds, 4),
+            "dropped": run.dropped, "embedding_seconds": round(embed_seconds, 4),
         }
         report.seconds = time.perf_counter() - started
-        return out, report
+        return EvidenceResult(out, report)
+
+    def _passages(self, items: list[EvidenceItem], counts: list[int], run: _Run) -> list[Passage]:
+        """The items with sentence text that are no (near) duplicate of an earlier one, split into sentences."""
+        dedup = Deduplicator(self.config.dedup_threshold)
+        passages: list[Passage] = []
+        for pos, (item, n) in enumerate(zip(items, counts)):
+            spans = split_sentences(item.text)
+            if not spans:
+                run.drop(item.id, "empty", "empty: no sentence text")
+                continue
+            found = dedup.check(item.id, item.text)
+            if found is not None:
+                run.drop(item.id, found[0], f"{found[0].replace('_', ' ')} of {found[1]}")
+                continue
+            passages.append(Passage(item, pos, spans, tokens=n))
+        return passages
+
+    def _relevant(self, passages: list[Passage], relevance: list[float], run: _Run) -> list[Passage]:
+        """The passages whose best sentence matches the query at least ``min_relevance`` (all when None)."""
+        floor = self.config.min_relevance
+        if floor is None:
+            return passages
+        kept = []
+        for p in passages:
+            best = max(relevance[p.first:p.first + len(p.spans)])
+            if best < floor:
+                run.drop(p.item.id, "irrelevant", f"irrelevant: best sentence scores {best:.3f} < {floor}")
+            else:
+                kept.append(p)
+        return kept
+
+    def _position_prior(self, passages: list[Passage], scores: list[float]) -> None:
+        """Add ``position_weight * i / (n - 1)`` to the ``i``-th of a passage's ``n`` sentences."""
+        weight = self.config.position_weight
+        if not weight:
+            return
+        for p in passages:
+            last = max(len(p.spans) - 1, 1)
+            for i in range(len(p.spans)):
+                scores[p.first + i] += weight * i / last
+
+    @staticmethod
+    def _left_out(passages: list[Passage], chosen: dict[int, set[int]], texts: list[str], seen: set[str],
+                  run: _Run) -> int:
+        """Count the passages that kept nothing (repeats, or over the budget) and the pruned
+        sentences of the others; the number of sentences kept."""
+        for p in passages:
+            if id(p) in chosen:
+                continue
+            if all(norm(t) in seen for t in texts[p.first:p.first + len(p.spans)]):
+                run.drop(p.item.id, "duplicate", "duplicate: all its sentences are kept from other items")
+            else:
+                run.drop(p.item.id, "over_budget", "over budget: not even its best sentences fit")
+        kept = sum(len(chosen[id(p)]) for p in passages if id(p) in chosen)
+        run.removed["sentences"] = sum(len(p.spans) for p in passages if id(p) in chosen) - kept
+        return kept
 
     def features(self, query: str, items: Sequence[EvidenceItem | str | dict[str, Any]]
                  ) -> list[tuple[EvidenceItem, list[tuple[int, int]], list[list[float]]]]:
@@ -354,3 +389,14 @@ class EvidenceCompressor:
         rows = sentence_features(texts, groups, emb, lex)
         return self.scorer.score(feature_matrix(rows)), relevance, seconds
 
+
+
+def _items_first(items: Any, query: Any) -> tuple[Any, Any]:
+    """``(items, query)``, accepting the old ``compress(query, items)`` order with a DeprecationWarning."""
+    if isinstance(items, str) and query is not None and not isinstance(query, str):
+        warnings.warn("EvidenceCompressor.compress(query, items) is deprecated: pass the items first, "
+                      "compress(items, query), as every compressor takes them", DeprecationWarning, stacklevel=3)
+        return query, items
+    if isinstance(items, str):
+        raise TypeError("EvidenceCompressor.compress(items, query): items is a list of passages, not one string")
+    return items, query

@@ -22,19 +22,20 @@ import math
 import re
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from contextkit.compressors.base import CompressionReport
+from contextkit.compressors.base import CompressionReport, Compressor
 from contextkit.records import Message
+from contextkit.text import sentence_texts
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
-__all__ = ["HistoryResult", "HistorySummarizer", "HistorySummarizerConfig", "split_sentences"]
+__all__ = ["HistoryResult", "HistorySummarizer", "HistorySummarizerConfig", "as_messages", "split_recent"]
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
-_SENTENCE = re.compile(r"[^.!?\n。！？]*(?:[.!?。！？]+['\"”’)\]]*|\n+|$)")
 _FACT_CUES = re.compile(
     r"\b(?:my|mine|i'm|i am|i've|i have|i live|i work|i was born|i prefer|i like|i love|i hate|"
     r"call me|remember|don't forget|birthday|named|favou?rite|appointment|deadline|meeting)\b", re.I)
@@ -45,11 +46,6 @@ _STOP = frozenset(
     "these those i you he she we they me him her us them my your his our their what which who whom do does did "
     "so not no yes just very really too also than then there here about into over can could would should will "
     "shall may might must have has had oh well like know think yeah okay ok".split())
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of a chat message (terminal punctuation or line ends), stripped, none empty."""
-    return [s.strip() for s in _SENTENCE.findall(text) if s.strip()]
 
 
 def _terms(text: str) -> list[str]:
@@ -94,7 +90,7 @@ class HistorySummarizerConfig(BaseModel):
     redundancy: float = Field(default=0.6, description="skip a sentence sharing this share of terms with a chosen one")
 
 
-class HistorySummarizer:
+class HistorySummarizer(Compressor):
     """Extractive, offline, deterministic history compression (see the module docstring)."""
 
     name = "extractive_history"
@@ -104,7 +100,7 @@ class HistorySummarizer:
             options["tokenizer"] = tokenizer
         self.config = HistorySummarizerConfig(**options)
         self._tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else None
-        self._features: dict[str, list[_Sentence]] = {}  # message hash -> its sentences (the rolling cache)
+        self._features: dict[bytes, list[_Sentence]] = {}  # message hash -> its sentences (the rolling cache)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -116,21 +112,26 @@ class HistorySummarizer:
         return {"type": "HistorySummarizer", **self.config.model_dump()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> HistorySummarizer:
-        data = {k: v for k, v in data.items() if k != "type"}
-        return cls(**data)
+    def from_dict(cls, data: dict[str, Any], **objects: Any) -> HistorySummarizer:
+        """Rebuild from :meth:`to_dict`; ``tokenizer=`` may pass a :class:`Tokenizer` object."""
+        return cls(**{**cls._settings(data), **objects})
 
     # ----------------------------------------------------------------- public
-    def compress(self, messages: list[Message | dict[str, Any]], query: str | None = None, *,
+    def compress(self, items: list[Message | dict[str, Any]], query: str | None = None, *,
                  keep_last: int | None = None, max_tokens: int | None = None) -> HistoryResult:
-        """Summarise all but the last ``keep_last`` turns into at most ``max_tokens`` tokens."""
+        """Summarise all but the last ``keep_last`` turns into at most ``max_tokens`` tokens.
+
+        ``items`` are the turns, oldest first (:class:`Message` or dicts with role and
+        content); ``keep_last`` and ``max_tokens`` override ``keep_last`` and
+        ``summary_max_tokens`` of the configuration for this call.
+        """
         started = time.perf_counter()
-        msgs = [_as_message(m, i) for i, m in enumerate(messages)]
+        msgs = as_messages(items)
         keep = self.config.keep_last if keep_last is None else keep_last
         cap = self.config.summary_max_tokens if max_tokens is None else max_tokens
         if keep < 0 or cap < 0:
             raise ValueError("keep_last and max_tokens must not be negative")
-        older, recent = (msgs[:-keep], msgs[-keep:]) if keep else (msgs, [])
+        older, recent = split_recent(msgs, keep)
         report = CompressionReport(compressor=self.name, items_in=len(msgs))
         tok = self.tokenizer
         report.input_tokens = sum(tok.count(m.content) for m in msgs)
@@ -151,49 +152,48 @@ class HistorySummarizer:
         cached = self._features.get(key)
         if cached is None:
             cached = []
-            for text in split_sentences(msg.content):
+            for text in sentence_texts(msg.content):
                 cue = bool(_FACT_CUES.search(text)) + bool(_NUMBER.search(text)) + bool(_NAME.search(text))
                 cached.append(_Sentence(text, -1, msg.role, Counter(_terms(text)), min(cue, 2) / 2))
             self._features[key] = cached
         return [_Sentence(s.text, turn, s.role, s.terms, s.fact) for s in cached]
 
     def _summarise(self, older: list[Message], query: str | None, cap: int, report: CompressionReport) -> str | None:
-        cfg = self.config
+        """Score the older turns' sentences, choose the best within ``cap``, render them."""
         sents = [s for turn, m in enumerate(older) for s in self._sentences(m, turn)]
         report.details["sentences"] = len(sents)
         if not sents or cap <= 0:
             return None
-        df = Counter(t for s in sents for t in s.terms)
-        n = len(sents)
-        idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
-        vecs = [{t: c * idf[t] for t, c in s.terms.items()} for s in sents]
-        norms = [math.sqrt(sum(v * v for v in vec.values())) or 1.0 for vec in vecs]
-        centroid: Counter = Counter()
-        for vec, norm in zip(vecs, norms):
-            for t, v in vec.items():
-                centroid[t] += v / norm
-        c_norm = math.sqrt(sum(v * v for v in centroid.values())) or 1.0
-        qvec = {t: c * idf.get(t, 1.0) for t, c in Counter(_terms(query or "")).items()}
-        q_norm = math.sqrt(sum(v * v for v in qvec.values())) or 1.0
-        turns = max(len(older) - 1, 1)
+        ranked = self._rank(sents, _Space.build(sents, query), turns=max(len(older) - 1, 1))
+        header = f"Earlier ({len(older)} turns, excerpts):"
+        chosen = self._choose(ranked, sents, cap - self.tokenizer.count(header + "\n"))
+        report.removed["sentences"] = len(sents) - len(chosen)
+        if not chosen:
+            return None
+        return self._render(header, [sents[i] for i in sorted(chosen)], cap)
+
+    def _rank(self, sents: list[_Sentence], space: _Space, turns: int) -> list[int]:
+        """Indices of the sentences worth keeping, best first (the weighted mix of the module docstring)."""
+        cfg = self.config
         scored = []
-        for i, (s, vec, norm) in enumerate(zip(sents, vecs, norms)):
-            if not vec:  # "Right." "Haha!": nothing to remember
+        for i, s in enumerate(sents):
+            if not space.vecs[i]:  # "Right." "Haha!": nothing to remember
                 continue
-            rel = sum(v * qvec.get(t, 0.0) for t, v in vec.items()) / (norm * q_norm) if qvec else 0.0
-            if cfg.drop_unrelated and qvec and rel == 0.0 and not s.fact:
+            rel = space.relevance(i)
+            if cfg.drop_unrelated and space.qvec and rel == 0.0 and not s.fact:
                 continue
-            cen = sum(v * centroid[t] for t, v in vec.items()) / (norm * c_norm)
-            score = (cfg.weight_relevance * rel + cfg.weight_centrality * cen
+            score = (cfg.weight_relevance * rel + cfg.weight_centrality * space.centrality(i)
                      + cfg.weight_recency * (s.turn / turns) + cfg.weight_facts * s.fact)
             scored.append((score, i))
         scored.sort(key=lambda x: (-x[0], x[1]))
-        header = f"Earlier ({len(older)} turns, excerpts):"
-        budget = cap - self.tokenizer.count(header + "\n")
+        return [i for _, i in scored]
+
+    def _choose(self, ranked: list[int], sents: list[_Sentence], budget: int) -> list[int]:
+        """Take sentences best first while their lines fit ``budget`` tokens, skipping near-repeats."""
         chosen: list[int] = []
-        for _, i in scored:
+        for i in ranked:
             words = set(sents[i].terms)
-            if any(_overlap(words, set(sents[j].terms)) >= cfg.redundancy for j in chosen):
+            if any(_overlap(words, set(sents[j].terms)) >= self.config.redundancy for j in chosen):
                 continue
             line_tokens = self.tokenizer.count(f"- {sents[i].role}: {sents[i].text}\n")
             if line_tokens <= budget:
@@ -201,10 +201,7 @@ class HistorySummarizer:
                 budget -= line_tokens
             if budget < 8:
                 break
-        report.removed["sentences"] = len(sents) - len(chosen)
-        if not chosen:
-            return None
-        return self._render(header, [sents[i] for i in sorted(chosen)], cap)
+        return chosen
 
     def _render(self, header: str, chosen: list[_Sentence], cap: int) -> str:
         lines, last = [header], None
@@ -221,16 +218,62 @@ class HistorySummarizer:
         return text
 
 
+@dataclass(slots=True)
+class _Space:
+    """TF-IDF vectors of the older sentences, their norms, their centroid and the query's vector."""
+
+    vecs: list[dict[str, float]]
+    norms: list[float]
+    centroid: Counter
+    c_norm: float
+    qvec: dict[str, float]
+    q_norm: float
+
+    @classmethod
+    def build(cls, sents: list[_Sentence], query: str | None) -> _Space:
+        df = Counter(t for s in sents for t in s.terms)
+        n = len(sents)
+        idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
+        vecs = [{t: c * idf[t] for t, c in s.terms.items()} for s in sents]
+        norms = [math.sqrt(sum(v * v for v in vec.values())) or 1.0 for vec in vecs]
+        centroid: Counter = Counter()
+        for vec, norm in zip(vecs, norms):
+            for t, v in vec.items():
+                centroid[t] += v / norm
+        c_norm = math.sqrt(sum(v * v for v in centroid.values())) or 1.0
+        qvec = {t: c * idf.get(t, 1.0) for t, c in Counter(_terms(query or "")).items()}
+        q_norm = math.sqrt(sum(v * v for v in qvec.values())) or 1.0
+        return cls(vecs, norms, centroid, c_norm, qvec, q_norm)
+
+    def relevance(self, i: int) -> float:
+        """Cosine of sentence ``i`` with the query (0 without a query)."""
+        if not self.qvec:
+            return 0.0
+        return sum(v * self.qvec.get(t, 0.0) for t, v in self.vecs[i].items()) / (self.norms[i] * self.q_norm)
+
+    def centrality(self, i: int) -> float:
+        """Cosine of sentence ``i`` with the centroid of all the older sentences."""
+        return sum(v * self.centroid[t] for t, v in self.vecs[i].items()) / (self.norms[i] * self.c_norm)
+
+
 def _overlap(a: set[str], b: set[str]) -> float:
     return len(a & b) / min(len(a), len(b)) if a and b else 0.0
 
 
-def _as_message(value: Message | dict[str, Any], position: int) -> Message:
-    if isinstance(value, Message):
-        return value
-    if not isinstance(value, dict):
-        raise ValueError(f"message #{position}: expected a Message or a dict, not {type(value).__name__}")
-    missing = [k for k in ("role", "content") if k not in value]
-    if missing:
-        raise ValueError(f"message #{position}: missing {', '.join(missing)}")
-    return Message(**{k: value[k] for k in ("role", "content", "timestamp", "id") if k in value})
+def split_recent(msgs: list[Message], keep: int) -> tuple[list[Message], list[Message]]:
+    """The older turns and the last ``keep`` (all are older when ``keep`` is 0)."""
+    return (msgs[:-keep], msgs[-keep:]) if keep else (msgs, [])
+
+
+def as_messages(values: Iterable[Message | dict[str, Any]]) -> list[Message]:
+    """Turns as :class:`Message` (dicts through :meth:`Message.from_dict`); a bad one is named by position."""
+    out: list[Message] = []
+    for position, value in enumerate(values):
+        if isinstance(value, Message):
+            out.append(value)
+            continue
+        try:
+            out.append(Message.from_dict(value))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"message #{position}: {exc}") from None
+    return out

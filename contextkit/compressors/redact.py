@@ -93,7 +93,7 @@ import re
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -147,10 +147,23 @@ class RedactionResult:
     text: str
     counts: dict[str, int]
     spans: tuple[RedactedSpan, ...] = ()
+    chars_in: int = field(default=0, compare=False, repr=False)
+    seconds: float = field(default=0.0, compare=False, repr=False)
 
     @property
     def changed(self) -> bool:
         return bool(self.spans)
+
+    @property
+    def report(self) -> CompressionReport:
+        """This text's report, in the shape every compressor's result carries (counts only, no values).
+
+        Built when asked for: redaction runs once per chunk on the ingestion path.
+        :meth:`PIIRedactor.report` sums a whole session.
+        """
+        return CompressionReport(
+            compressor=PIIRedactor.name, items_in=1, items_out=1, removed=dict(self.counts), seconds=self.seconds,
+            details={"chars_in": self.chars_in, "chars_out": len(self.text), "tokens_counted": False})
 
     def to_dict(self) -> dict[str, Any]:
         return {"text": self.text, "counts": dict(self.counts), "spans": [s.to_dict() for s in self.spans]}
@@ -352,8 +365,9 @@ class PIIRedactor:
         st["texts"] += 1
         st["chars_in"] += len(text)
         st["chars_out"] += len(out)
-        st["seconds"] += time.perf_counter() - t0
-        return RedactionResult(out, dict(counts), tuple(spans))
+        seconds = time.perf_counter() - t0
+        st["seconds"] += seconds
+        return RedactionResult(out, dict(counts), tuple(spans), len(text), seconds)
 
     def redact_many(self, texts: Iterable[str]) -> list[RedactionResult]:
         """``redact`` each text in order, in this session (placeholders shared across texts)."""

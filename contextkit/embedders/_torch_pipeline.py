@@ -176,6 +176,14 @@ class SliceStats:
     tokens_seen: int
 
 
+def _count(st: SliceStats, prep: Prepared, window: int, truncate: bool) -> None:
+    """Add one job's model inputs, windowed texts and tokens (seen and total) to its slice's stats."""
+    st.model_inputs += len(prep.owner)
+    st.windowed_texts += int(prep.windowed.sum())
+    st.tokens_total += int(prep.tokens.sum())
+    st.tokens_seen += int(prep.tokens.sum() if not truncate else np.minimum(prep.tokens, window).sum())
+
+
 class PipelineEncoder:
     """Encode texts with a sentence-transformers model through the pipeline described above."""
 
@@ -236,38 +244,18 @@ class PipelineEncoder:
 
         Tokenisation runs ahead across slice boundaries, so the model never waits for
         the caller's work on a finished slice (caching its vectors)."""
-        torch = self.torch
-        n = len(texts)
-        slices = [(lo, min(lo + slice_size, n)) for lo in range(0, n, slice_size)]
-        jobs: list[tuple[int, np.ndarray]] = []  # (slice number, global text indices)
-        for s, (lo, hi) in enumerate(slices):
-            order = lo + np.argsort([-len(texts[i]) for i in range(lo, hi)], kind="stable")
-            jobs += [(s, order[j: j + self.batch_size]) for j in range(0, len(order), self.batch_size)]
-        last_job = {s: max(k for k, (js, _) in enumerate(jobs) if js == s) for s in range(len(slices))}
-        acc = {}
+        slices, jobs, last_job = self._plan(texts, slice_size)
+        acc: dict[int, np.ndarray] = {}
         stats = {s: SliceStats(0, 0, 0, 0) for s in range(len(slices))}
         in_flight: deque = deque()  # (slice, rows, weights, host tensor, event) copies not yet read back
-        launched_upto = -1  # the last job whose batches are all launched
         done_slice = 0
         for k, (s, idx, prep) in enumerate(self._prepared(texts, jobs, window, overlap, truncate)):
             if s not in acc:
                 acc[s] = np.zeros((slices[s][1] - slices[s][0], self.dim), dtype=np.float32)
-            st = stats[s]
-            st.model_inputs += len(prep.owner)
-            st.windowed_texts += int(prep.windowed.sum())
-            st.tokens_total += int(prep.tokens.sum())
-            st.tokens_seen += int(prep.tokens.sum() if not truncate else np.minimum(prep.tokens, window).sum())
-            rows_of_piece = idx[prep.owner] - slices[s][0]
-            for pieces, ids, mask in prep.batches:
-                lengths = mask.sum(1, dtype=np.int64)  # on the host: no device sync to size a batch
-                with torch.inference_mode():  # per batch: never left on for the caller between slices
-                    vec = self._forward_safe(*self._to_device(ids, mask), lengths)
-                    in_flight.append((s, rows_of_piece[pieces], prep.weight[pieces], *self._to_host(vec)))
-                # bounded memory: wait only for copies several batches old (on a CPU: none in flight)
-                while in_flight and (len(in_flight) > 8 or in_flight[0][4] is None or in_flight[0][4].query()):
-                    self._read_back(in_flight.popleft(), acc)
-            launched_upto = k
-            while done_slice < len(slices) and last_job[done_slice] <= launched_upto and \
+            _count(stats[s], prep, window, truncate)
+            self._launch(s, idx[prep.owner] - slices[s][0], prep, in_flight, acc)
+            # a slice is done once its last job is launched (job k) and none of its copies is in flight
+            while done_slice < len(slices) and last_job[done_slice] <= k and \
                     not any(item[0] == done_slice for item in in_flight):
                 yield self._finish(done_slice, slices, acc, stats)
                 done_slice += 1
@@ -276,6 +264,32 @@ class PipelineEncoder:
         while done_slice < len(slices):
             yield self._finish(done_slice, slices, acc, stats)
             done_slice += 1
+
+    def _plan(self, texts: Sequence[str], slice_size: int
+              ) -> tuple[list[tuple[int, int]], list[tuple[int, np.ndarray]], dict[int, int]]:
+        """The slices, their jobs ``(slice number, global text indices)``: batches of ``batch_size``
+        texts taken longest first within a slice, so a batch pads little; and each slice's last job."""
+        n = len(texts)
+        slices = [(lo, min(lo + slice_size, n)) for lo in range(0, n, slice_size)]
+        jobs: list[tuple[int, np.ndarray]] = []
+        for s, (lo, hi) in enumerate(slices):
+            order = lo + np.argsort([-len(texts[i]) for i in range(lo, hi)], kind="stable")
+            jobs += [(s, order[j: j + self.batch_size]) for j in range(0, len(order), self.batch_size)]
+        last_job = {s: max(k for k, (js, _) in enumerate(jobs) if js == s) for s in range(len(slices))}
+        return slices, jobs, last_job
+
+    def _launch(self, s: int, rows_of_piece: np.ndarray, prep: Prepared, in_flight: deque,
+                acc: dict[int, np.ndarray]) -> None:
+        """Run the model on one job's batches, queueing their copies back to the host; read back the
+        copies several batches old, so memory stays bounded (on a CPU nothing stays in flight)."""
+        torch = self.torch
+        for pieces, ids, mask in prep.batches:
+            lengths = mask.sum(1, dtype=np.int64)  # on the host: no device sync to size a batch
+            with torch.inference_mode():  # per batch: never left on for the caller between slices
+                vec = self._forward_safe(*self._to_device(ids, mask), lengths)
+                in_flight.append((s, rows_of_piece[pieces], prep.weight[pieces], *self._to_host(vec)))
+            while in_flight and (len(in_flight) > 8 or in_flight[0][4] is None or in_flight[0][4].query()):
+                self._read_back(in_flight.popleft(), acc)
 
     def _to_host(self, vec: Any) -> tuple[Any, Any]:
         """``(host tensor, event)``: on CUDA an asynchronous copy into pinned memory and the event that

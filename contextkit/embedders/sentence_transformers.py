@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from contextkit.embedders.base import (
     DEFAULT_MODEL,
+    BaseEmbedder,
     EmbeddingCache,
     EmbeddingReport,
     default_model_path,
@@ -29,7 +30,7 @@ __all__ = ["Embedder"]
 log = logging.getLogger(__name__)
 
 
-class Embedder:
+class Embedder(BaseEmbedder):
     """Embed texts with a sentence-transformers model.
 
     ``model`` is any sentence-transformers name or path; ``"default"`` is
@@ -52,6 +53,9 @@ class Embedder:
     device. ``batch_size`` defaults to 512 on CUDA and 64 elsewhere. A batch that
     runs out of memory is halved and retried (kept for the rest of the run, with a
     warning); one text that does not fit raises :class:`EmbeddingMemoryError`.
+
+    ``Embedder.from_dict(e.to_dict())`` embeds alike: :meth:`to_dict` holds every
+    constructor value but the cache (pass ``cache=`` to :meth:`from_dict`).
     """
 
     def __init__(
@@ -93,6 +97,7 @@ class Embedder:
         self._onnx: Any = None  # an OnnxEncoder, or False once PyTorch was chosen
         self._max_tokens: int | None = None
         self.report = EmbeddingReport()
+        self.last_report = EmbeddingReport()
 
     # ----------------------------------------------------------- the model
     @property
@@ -176,7 +181,7 @@ class Embedder:
             return None
         try:
             return OnnxEncoder(self.model, self._path)
-        except Exception as exc:  # noqa: BLE001 - any export failure keeps PyTorch, which is exact
+        except Exception as exc:  # any export failure keeps PyTorch, which is exact
             if self.backend == "onnx":
                 raise RuntimeError(f"could not run {self.model_name} on ONNX Runtime: {exc}") from exc
             log.warning("ONNX path unavailable for %s (%s); using PyTorch", self.model_name, exc)
@@ -195,6 +200,11 @@ class Embedder:
             n_special = len(tok("", add_special_tokens=True)["input_ids"]) - len(tok("", add_special_tokens=False)["input_ids"])
             self._max_tokens = int(self.model.max_seq_length) - n_special
         return self._max_tokens
+
+    def _settings(self) -> dict[str, Any]:
+        return {"model": self.model_name, "device": self.device, "batch_size": self._batch_size,
+                "window_overlap": self.window_overlap, "long_text": self.long_text, "backend": self.backend,
+                "precision": self.precision, "tokenizer_workers": self.tokenizer_workers}
 
     def settings(self) -> dict[str, Any]:
         """What an index must record to reuse these vectors."""
@@ -249,6 +259,15 @@ class Embedder:
         self.last_report = report
         return out
 
+    def _encode(self, texts: list[str]) -> Any:
+        """The vectors of ``texts`` with no cache and no report (what :meth:`embed` runs per slice)."""
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for lo, hi, vectors in self._embed_slices(list(texts), max(self.batch_size * 8, 256), EmbeddingReport()):
+            out[lo:hi] = vectors
+        return out
+
     def close(self) -> None:
         """Stop the tokenizer workers of the PyTorch pipeline, if any (also done at garbage collection)."""
         if self._pipeline:
@@ -278,7 +297,10 @@ class Embedder:
     def _make_pipeline(self) -> Any:
         if self.active_backend == "onnx":
             return None
-        from contextkit.embedders._torch_pipeline import PipelineEncoder, pipeline_supported
+        from contextkit.embedders._torch_pipeline import (
+            PipelineEncoder,
+            pipeline_supported,
+        )
 
         if not pipeline_supported(self.model):
             log.info("%s is not Transformer + mean/CLS pooling: embedding through SentenceTransformer.encode",

@@ -10,8 +10,8 @@ plus ``rowids.npy`` (bm25s position -> chunk rowid) and ``meta.json``.
 
 from __future__ import annotations
 
-import json
 import functools
+import json
 import logging
 import os
 import shutil

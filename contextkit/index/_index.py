@@ -23,12 +23,14 @@ generation, so that window too is seen as "lagging", never as damage.
 Damage (a truncated or bit-flipped file) is told apart from lag by the checksums
 in the manifest: :meth:`Index.open` refuses a damaged file, naming it, and
 ``contextkit repair`` rebuilds derived files from the store (see
-:mod:`contextkit.index._verify` for what is checked when, and what it costs).
+:mod:`contextkit.index.verify` for what is checked when, and what it costs).
 Write failures (full disk, permissions) raise :class:`IndexWriteError`; the
 index keeps its last committed state.
 
-The manifest model, errors and file helpers live in :mod:`._manifest`, the FAISS
-structures in :mod:`._faiss_kinds`; their names are re-exported here.
+Writers change the index inside :meth:`Index.transaction` (committed when the block
+ends, rolled back on an error). The manifest model is in :mod:`._manifest`, the FAISS
+half of the index (a component each ``Index`` owns) in :mod:`._vector_files`, the
+errors in :mod:`contextkit.errors`.
 """
 
 from __future__ import annotations
@@ -42,72 +44,50 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from contextkit.index._bm25 import BM25Config, BM25Index
-from contextkit.index._faiss_kinds import (
-    DELTA_FILES,
-    DELTA_SHARE,
-    IVFPQ_FILES,
-    IVFPQ_TRAIN_FROM,
-    RefinedIVFPQ,
-    SkippingIndex,
-    ivf_nprobe,
-    search_faiss,
-)
-from contextkit.index._manifest import (
-    _ERRNO_REASONS,
-    FORMAT_VERSION,
-    SETTINGS_FIELDS,
+from contextkit.errors import (
     IndexCorruptError,
     IndexFolderError,
     IndexLockedError,
-    IndexManifest,
     IndexMismatchError,
-    IndexType,
     IndexWriteError,
-    StoreCorruptError,
-    StoreWriteError,
-    _atomic_write,
-    _check_store_file,
-    _fsync_dir,
-    _now,
-    _stored_chunks,
-    _write_reason,
+)
+from contextkit.index._bm25 import BM25Config, BM25Index
+from contextkit.index._checksums import FileSum, file_sum
+from contextkit.index._disk import (
+    LEFTOVERS,
+    TEMPORARIES,
+    atomic_write,
+    fsync_dir,
+    write_reason,
+)
+from contextkit.index._faiss_kinds import DELTA_FILES, IVFPQ_FILES, search_faiss
+from contextkit.index._manifest import (
+    FORMAT_VERSION,
+    SETTINGS_FIELDS,
+    IndexManifest,
+    IndexType,
+    check_store_file,
+    describe_invalid,
+    now,
+    stored_chunks,
 )
 from contextkit.index._store import RecordStore
 from contextkit.index._vector_files import VectorFiles
-from contextkit.index._verify import (
-    LEFTOVERS,
-    FileSum,
-    describe_invalid,
-    file_sum,
-)
 from contextkit.records import Chunk, Document, ScoredChunk
 
-__all__ = ["Index", "IndexCorruptError", "IndexFolderError", "IndexLockedError", "IndexManifest",
-           "IndexMismatchError", "IndexWriteError"]
-# re-exported for the import paths tests, benches and docs use (``contextkit.index._index.X``)
-_REEXPORTED = (_ERRNO_REASONS, FORMAT_VERSION, SETTINGS_FIELDS, IndexType, StoreCorruptError, StoreWriteError,
-               ivf_nprobe, search_faiss, IVFPQ_TRAIN_FROM)
+__all__ = ["Index"]
 
 log = logging.getLogger(__name__)
 
-#: ``auto`` stays exact (flat) below this many vectors and switches to HNSW above it.
-#: ``index_type="auto"`` switches from exact search to HNSW here. Why 50,000: on 2 cores an
-#: exact search costs ~1.5 ms per 10k vectors (8 ms at 50k), while a hybrid query's whole
-#: budget is 15 ms of which the query embedding takes ~9; HNSW (M=32, efSearch=128) then
-#: answers in ~1 ms with Recall@10 >= 0.998 at 100k and 0.979 at 1M embedding-like vectors
-#: (bench/bench_retrieval.py ann), at the cost of ~15 s of build per 100k vectors.
-AUTO_HNSW_FROM = 50_000
 
-
-
-class Index(VectorFiles):
+class Index:
     """A persistent vector index of chunks. Use :meth:`create` or :meth:`open`."""
 
     def __init__(self, path: Path, manifest: IndexManifest, read_only: bool) -> None:
@@ -122,9 +102,7 @@ class Index(VectorFiles):
         except BaseException:
             self._unlock()
             raise
-        self._faiss: Any = None
-        self._dirty = False  # FAISS in memory differs from the file on disk
-        self._rebuild_needed = False
+        self._vectors = VectorFiles(path, manifest, self.store, read_only)  # FAISS in memory and on disk
         self._bm25: BM25Index | None = None
         self._bm25_dirty = False  # chunks changed since the BM25 in memory was built
         self._bm25_unsaved = False  # the BM25 in memory was rebuilt and is not on disk yet
@@ -139,19 +117,18 @@ class Index(VectorFiles):
         folder = Path(path)
         if (folder / "manifest.json").exists():
             raise IndexFolderError(f"{folder}: an index already exists here; open it instead")
-        orphans = _stored_chunks(folder / "store.sqlite")
+        orphans = stored_chunks(folder / "store.sqlite")
         if orphans:
             raise IndexCorruptError(
                 f"{folder}: store.sqlite holds {orphans} chunks but manifest.json is missing (lost or deleted); "
                 f"`contextkit repair --index {folder}` restores it, or use another folder", file="manifest.json")
         folder.mkdir(parents=True, exist_ok=True)
         manifest = IndexManifest(model=model, dim=dim, embedder=embedder or {}, tokenizer=tokenizer,
-                                 chunker=chunker or {}, index_type=index_type, redact=redact, created_at=_now())
+                                 chunker=chunker or {}, index_type=index_type, redact=redact, created_at=now())
         index = cls(folder, manifest, read_only=False)
         try:
             index._remove_leftovers()
-            index._faiss = index._new_faiss()
-            index._dirty = True
+            index._vectors.start_empty()
             index.save()
         except BaseException:
             index._release()
@@ -164,7 +141,7 @@ class Index(VectorFiles):
         folder = Path(path)
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
-            if _stored_chunks(folder / "store.sqlite"):
+            if stored_chunks(folder / "store.sqlite"):
                 raise IndexCorruptError(f"{folder}: manifest.json is missing but store.sqlite holds chunks; "
                                         f"`contextkit repair --index {folder}` restores it", file="manifest.json")
             raise IndexFolderError(f"{folder}: no index here (manifest.json is missing); create one with `contextkit ingest`")
@@ -184,7 +161,7 @@ class Index(VectorFiles):
             )
         if expect_dim is not None and manifest.dim != expect_dim:
             raise IndexMismatchError(f"{folder}: vectors have dimension {manifest.dim}, the model gives {expect_dim}")
-        _check_store_file(folder)
+        check_store_file(folder)
         index = cls(folder, manifest, read_only=read_only)
         try:
             index._saved_generation = manifest.generation
@@ -203,6 +180,19 @@ class Index(VectorFiles):
         index._saved_generation = manifest.generation
         return index
 
+    def _load_faiss(self) -> None:
+        """Read (or, when they lag the store, rebuild and save) the FAISS files, then check them against the store."""
+        if self._vectors.load(self._saved_generation) and not self.read_only:
+            self.save()
+        self._vectors.check_loaded(self._saved_generation)
+
+    def _rebuild_derived(self) -> int:
+        """Rebuild FAISS and BM25 from the store and save them (``contextkit repair``); the vectors now held."""
+        self._vectors.rebuild()
+        self._bm25, self._bm25_dirty = None, True
+        self.save(force=True)
+        return len(self)
+
     @classmethod
     def exists(cls, path: str | Path) -> bool:
         return (Path(path) / "manifest.json").is_file()
@@ -210,7 +200,7 @@ class Index(VectorFiles):
     def close(self) -> None:
         """Save what is not saved yet (unless a write just failed), then release the store and the lock."""
         try:
-            if not self.read_only and (self._dirty or self._bm25_unsaved) and not self._write_failed:
+            if not self.read_only and (self._vectors.dirty or self._bm25_unsaved) and not self._write_failed:
                 self.save()
         finally:
             self._release()
@@ -251,30 +241,42 @@ class Index(VectorFiles):
             raise IndexLockedError(f"{self.path}: another process is writing to this index") from None
         self._lock_fd = fd
 
-    # --------------------------------------------------------------- FAISS
-    def _kind(self, n: int | None = None) -> str:
-        """The FAISS structure to use now: ``auto`` resolves by the number of chunks."""
-        kind = self.manifest.index_type
-        if kind not in ("auto", "ivfpq"):
-            return kind
-        if n is None:
-            n = self.store.counts()["chunks"] if self._faiss is None else int(self._faiss.ntotal)
-        if kind == "ivfpq":  # exact until there are enough vectors to train on
-            return "flat" if n < IVFPQ_TRAIN_FROM else "ivfpq"
-        return "flat" if n < AUTO_HNSW_FROM else "hnsw"
+    @property
+    def _faiss(self) -> Any:
+        """The FAISS structure in memory (tests and benchmarks look at it; :mod:`._vector_files` owns it)."""
+        return self._vectors.faiss
 
     # -------------------------------------------------------------- writing
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One write: :meth:`begin`, then :meth:`commit` when the block ends, or :meth:`rollback` on any
+        exception, which is re-raised. The index is then as it was before the block.
+
+        Like :meth:`begin`, it does not nest: a transaction started inside another fails at its
+        start with what ``begin`` raises (SQLite's "cannot start a transaction within a
+        transaction"), before it touches anything, so the outer one goes on unharmed.
+        """
+        self.begin()
+        try:
+            yield
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+
     def begin(self) -> None:
-        """Start a transaction (one per file during ingestion)."""
+        """Start a transaction (one per file during ingestion); prefer :meth:`transaction`."""
         self._check_writable()
         self.store.begin()
 
     def commit(self) -> None:
+        """Commit the transaction as a new generation of the store."""
         self.store.bump_generation()
         self.store.commit()
         self._write_failed = False  # the disk takes writes again
 
     def rollback(self) -> None:
+        """Undo the transaction, in the store and in memory (called while its exception is handled)."""
         failure = sys.exc_info()[1]
         if isinstance(failure, IndexWriteError):
             self._write_failed = True  # the disk refuses writes: close() will not try to save again
@@ -282,14 +284,11 @@ class Index(VectorFiles):
             self.store.rollback()
         except sqlite3.Error as exc:  # SQLite already rolled back (full disk, I/O error)
             log.warning("%s: rollback: %s", self.path, exc)
-        if isinstance(self._faiss, RefinedIVFPQ):  # changes never reach it in place: re-done at the next save
-            self._rebuild_needed = True
-            return
-        self._rebuild()  # in-memory FAISS may hold the rolled-back changes
+        self._vectors.after_rollback()  # in-memory FAISS may hold the rolled-back changes
 
     def add_chunks(self, chunks: Sequence[Chunk], vectors: np.ndarray, vector_keys: Sequence[str],
                    store_vectors: bool = True) -> None:
-        """Add chunks and their vectors (inside :meth:`begin`/:meth:`commit`).
+        """Add chunks and their vectors (inside :meth:`transaction`).
 
         ``store_vectors=False`` when the vectors are already in the store under
         ``vector_keys`` (the embedder's cache wrote them).
@@ -299,32 +298,21 @@ class Index(VectorFiles):
         if store_vectors:
             self.store.put_vectors({k: v for k, v in zip(vector_keys, vectors)})
         rowids = self.store.add_chunks(chunks, vector_keys)
-        if self._changes_in_place():
-            self._faiss.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(rowids, np.int64))
-        else:
-            self._rebuild_needed = True
-        self._dirty = self._bm25_dirty = True
+        self._vectors.add(vectors, rowids)
+        self._bm25_dirty = True
 
     def remove_vectors(self, rowids: Sequence[int]) -> None:
+        """Take chunks the store just removed out of FAISS and BM25 (inside :meth:`transaction`)."""
         if not rowids:
             return
-        if self._changes_in_place():
-            if self._faiss_is_flat():
-                self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
-            else:  # HNSW cannot remove: skipped at search until the next rebuild
-                if not isinstance(self._faiss, SkippingIndex):
-                    self._faiss = SkippingIndex(self._faiss, np.zeros(0, dtype=np.int64))
-                self._faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
-        else:
-            self._rebuild_needed = True
-        self._dirty = self._bm25_dirty = True
+        self._vectors.remove(rowids)
+        self._bm25_dirty = True
 
-    def _changes_in_place(self) -> bool:
-        """Flat indexes add and remove in place; HNSW adds in place and skips what was removed."""
-        if self._rebuild_needed:
-            return False
-        kind = self._kind()
-        return (kind == "flat" and self._faiss_is_flat()) or (kind == "hnsw" and self._faiss_is_hnsw())
+    def nearest_rowids(self, vector: np.ndarray, n: int, allowed: np.ndarray | None = None
+                       ) -> list[tuple[int, float]]:
+        """``(rowid, score)`` of the ``n`` chunks nearest to one query vector, best first; only ``allowed``
+        rowids (ascending) when given (see :meth:`VectorFiles.nearest_rowids`)."""
+        return self._vectors.nearest_rowids(vector, n, allowed)
 
     def delete_document(self, doc_id: str) -> int:
         removed = self.store.delete_document(doc_id)
@@ -342,26 +330,16 @@ class Index(VectorFiles):
         keys = list(vector_keys) if vector_keys is not None else [
             f"{c.id}@{hashlib.sha256(c.embedding_text.encode('utf-8', 'surrogatepass')).hexdigest()}" for c in chunks
         ]
-        self.begin()
-        try:
+        with self.transaction():
             self.delete_document(document.id)
             digest = hashlib.sha256(document.text.encode("utf-8", "surrogatepass")).hexdigest()
             self.store.put_document(document.id, None, document.source, digest, len(document.text), document.metadata)
             self.add_chunks(chunks, np.asarray(vectors, dtype=np.float32), keys)
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
 
     def delete(self, doc_id: str) -> int:
         """Delete one document and its chunks, in one transaction; returns how many chunks went."""
-        self.begin()
-        try:
+        with self.transaction():
             removed = self.delete_document(doc_id)
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
         return removed
 
     def documents(self) -> list[str]:
@@ -382,20 +360,15 @@ class Index(VectorFiles):
         """
         self._check_writable()
         gen = self.store.generation()
-        changed = self._dirty or self._bm25_dirty or self._bm25_unsaved or self._rebuild_needed
+        changed = self._vectors.dirty or self._vectors.rebuild_needed or self._bm25_dirty or self._bm25_unsaved
         if not (force or changed) and self._saved_generation == gen and self.manifest.checksums:
             return
-        if self.manifest.index_type in ("auto", "ivfpq") and (self._kind() == "flat") != self._faiss_is_flat():
-            self._rebuild_needed = True  # crossed the size where auto / ivfpq changes structure
-        if isinstance(self._faiss, SkippingIndex) and len(self._faiss.deleted) > DELTA_SHARE * self._faiss.idmap.ntotal:
-            self._rebuild_needed = True  # a tenth of the graph is removed vectors: rebuilt without them
-        if self._rebuild_needed:
-            self._rebuild()
+        self._vectors.prepare_save()
         if self._saved_generation == gen and not self.store.db.in_transaction:
             gen = self._bump_generation(gen)
         step = "vectors.faiss"
         try:
-            sums = self._write_vectors()
+            sums = self._vectors.write()
             step = "bm25/"
             sums.update(self._write_bm25(gen))
             step = "store.sqlite"
@@ -404,8 +377,8 @@ class Index(VectorFiles):
             self.manifest.generation = gen
             self.manifest.counts = self.store.counts()
             self.manifest.checksums = sums
-            self.manifest.updated_at = _now()
-            _atomic_write(self.path / "manifest.json", self.manifest.model_dump_json(indent=2).encode())
+            self.manifest.updated_at = now()
+            atomic_write(self.path / "manifest.json", self.manifest.model_dump_json(indent=2).encode())
         except IndexWriteError:
             self._write_failed = True
             self._discard_temporaries()
@@ -414,10 +387,10 @@ class Index(VectorFiles):
             self._write_failed = True
             self._discard_temporaries()
             raise IndexWriteError(
-                f"{self.path}: could not write {step}: {_write_reason(exc)}; the index keeps its last committed "
+                f"{self.path}: could not write {step}: {write_reason(exc)}; the index keeps its last committed "
                 "state (free space or fix permissions, then run the command again)") from exc
         self._saved_generation = gen
-        self._dirty = self._bm25_unsaved = self._write_failed = False
+        self._vectors.dirty = self._bm25_unsaved = self._write_failed = False
         for name in (*IVFPQ_FILES, *DELTA_FILES):  # left from an ivfpq index that shrank back to flat, or
             if name not in sums:  # from changes a rebuild has folded in
                 (self.path / name).unlink(missing_ok=True)
@@ -429,13 +402,8 @@ class Index(VectorFiles):
         on open) rather than checksums that no longer match (reported as damage).
         """
         old_bm25 = self._bm25 is not None and not self._bm25_dirty and self._bm25.generation == gen
-        self.store.begin()
-        try:
+        with self.store.transaction():
             new = self.store.bump_generation()
-            self.store.commit()
-        except BaseException:
-            self.store.rollback()
-            raise
         if old_bm25:
             self._bm25.generation = new  # type: ignore[union-attr]  # same chunks, new stamp
         return new
@@ -451,8 +419,8 @@ class Index(VectorFiles):
             with open(file, "rb") as fh:
                 os.fsync(fh.fileno())  # bm25s does not: make the files durable before the manifest names them
             sums[f"bm25/{file.name}"] = file_sum(file)
-        _fsync_dir(folder)
-        _fsync_dir(self.path)
+        fsync_dir(folder)
+        fsync_dir(self.path)
         return sums
 
     def _save_settings_copy(self) -> None:
@@ -462,17 +430,11 @@ class Index(VectorFiles):
         settings = json.dumps(self.manifest.model_dump(include=set(SETTINGS_FIELDS)), sort_keys=True)
         if self.store.get_meta("manifest_settings") == settings:
             return
-        self.store.begin()
-        try:
+        with self.store.transaction():
             self.store.set_meta("manifest_settings", settings)
-            self.store.commit()
-        except BaseException:
-            self.store.rollback()
-            raise
 
     def _discard_temporaries(self) -> None:
-        for name in ("vectors.faiss.tmp", "manifest.json.tmp", "bm25.tmp", "vectors.ids.npy.tmp",
-                     *(f"{name}.tmp" for name in DELTA_FILES)):
+        for name in TEMPORARIES:
             target = self.path / name
             try:
                 shutil.rmtree(target) if target.is_dir() else target.unlink(missing_ok=True)
@@ -509,16 +471,15 @@ class Index(VectorFiles):
 
     # -------------------------------------------------------------- reading
     def __len__(self) -> int:
-        return int(self._faiss.ntotal)
+        return len(self._vectors)
 
     def search(self, query_vectors: np.ndarray, k: int = 10) -> list[list[ScoredChunk]]:
         """The ``k`` nearest chunks of each query vector, best first."""
-        if self._rebuild_needed:
-            self._rebuild()
+        faiss_index = self._vectors.searchable()
         queries = np.atleast_2d(np.asarray(query_vectors, dtype=np.float32))
         if len(self) == 0:
             return [[] for _ in queries]
-        distances, ids = search_faiss(self._faiss, queries, min(k, len(self)))
+        distances, ids = search_faiss(faiss_index, queries, min(k, len(self)))
         found = self.store.chunks_by_rowid({int(i) for i in ids.ravel() if i >= 0})
         return [
             [ScoredChunk(found[int(i)], float(d)) for d, i in zip(row_d, row_i) if i >= 0 and int(i) in found]

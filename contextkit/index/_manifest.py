@@ -1,13 +1,13 @@
-"""The index folder's ``manifest.json``, its errors, and the small file-system helpers a save needs.
+"""The index folder's ``manifest.json``: its model, and the checks made before anything else is read.
 
-Split out of :mod:`contextkit.index._index` so that module holds the ``Index`` class
-alone; every name here is re-exported there, so ``contextkit.index._index.X`` keeps working.
+Imports only leaves (:mod:`._bm25` for the default BM25 settings, :mod:`._checksums`,
+:mod:`contextkit.errors`), so :class:`~contextkit.index.Index`, ``verify`` and ``repair`` can
+all read a manifest without importing each other.
 """
 
 from __future__ import annotations
 
-import errno
-import os
+import json
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,13 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from contextkit.errors import IndexCorruptError
 from contextkit.index._bm25 import BM25Config
-from contextkit.index._verify import FileSum, sqlite_header_problem
-from contextkit.errors import IndexCorruptError, IndexFolderError, IndexLockedError, IndexMismatchError, IndexWriteError, StoreCorruptError, StoreWriteError
+from contextkit.index._checksums import FileSum, sqlite_header_problem
 
-__all__ = ["FORMAT_VERSION", "SETTINGS_FIELDS", "IndexCorruptError", "IndexFolderError", "IndexLockedError",
-           "IndexManifest", "IndexMismatchError", "IndexType", "IndexWriteError", "StoreCorruptError",
-           "StoreWriteError"]
+__all__ = ["FORMAT_VERSION", "SETTINGS_FIELDS", "IndexManifest", "IndexType", "check_store_file", "connect_ro",
+           "describe_invalid", "now", "settings_copy", "stored_chunks"]
 
 FORMAT_VERSION = 1
 IndexType = Literal["flat", "hnsw", "ivf", "ivfpq", "auto"]
@@ -63,43 +62,26 @@ SETTINGS_FIELDS = ("format_version", "model", "dim", "embedder", "tokenizer", "c
                    "ivfpq_refine", "metric", "bm25", "created_at")
 
 
-def _now() -> str:
+def now() -> str:
+    """The manifest's timestamps: UTC, to the second."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _fsync_dir(folder: Path) -> None:
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+def describe_invalid(exc: ValueError) -> str:
+    """One line for a manifest that does not parse or validate."""
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            first = errors()[0]
+            where = ".".join(str(x) for x in first.get("loc", ()))
+            return f"{first['msg']}{f' at {where}' if where else ''}"
+        except (IndexError, KeyError, TypeError):
+            pass
+    text = str(exc).strip()
+    return f"{exc.__class__.__name__}: {text.splitlines()[0] if text else ''}"
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-_ERRNO_REASONS = {
-    errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is exceeded", errno.EACCES: "permission denied",
-    errno.EPERM: "operation not permitted (permissions or an immutable file)", errno.EROFS: "read-only file system",
-}
-
-
-def _write_reason(exc: BaseException) -> str:
-    if isinstance(exc, OSError) and exc.errno in _ERRNO_REASONS:
-        return f"{_ERRNO_REASONS[exc.errno]} ({exc.strerror})"
-    if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
-    return str(exc).strip().splitlines()[-1] if str(exc).strip() else exc.__class__.__name__
-
-
-def _check_store_file(folder: Path) -> None:
+def check_store_file(folder: Path) -> None:
     """Refuse a missing, empty, non-SQLite or truncated ``store.sqlite`` before SQLite touches it."""
     path = folder / "store.sqlite"
     lost = ("it is the index's source of truth (chunks, texts, vectors) and cannot be rebuilt: restore it from a "
@@ -112,16 +94,29 @@ def _check_store_file(folder: Path) -> None:
                                 "checks everything)", file="store.sqlite")
 
 
-def _stored_chunks(store: Path) -> int:
+def connect_ro(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
+    """A read-only connection to a store file (``mode=ro``: it never creates or changes one)."""
+    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+
+
+def settings_copy(db: sqlite3.Connection) -> dict | None:
+    """The store's copy of the manifest settings (meta ``manifest_settings``); None without one or when unreadable."""
+    try:
+        row = db.execute("SELECT value FROM meta WHERE key = 'manifest_settings'").fetchone()
+    except sqlite3.Error:
+        return None
+    return json.loads(row[0]) if row else None
+
+
+def stored_chunks(store: Path) -> int:
     """Chunks in a store file that has no manifest (0 when there is no such file or it is unreadable)."""
     if not store.is_file() or store.stat().st_size == 0:
         return 0
     try:
-        db = sqlite3.connect(f"file:{store}?mode=ro", uri=True, timeout=5.0)
+        db = connect_ro(store, timeout=5.0)
         try:
             return int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
         finally:
             db.close()
     except sqlite3.Error:
         return 0
-

@@ -3,7 +3,7 @@
 SQLite is the source of truth. Every change to the index is one SQLite
 transaction, so a crash (even ``kill -9``) leaves the previous committed state;
 the FAISS file is a derived cache of the vectors here and is rebuilt from them
-when its generation does not match (see :mod:`contextkit.index._index`).
+when its generation does not match (see :class:`contextkit.index.Index`).
 Vectors are stored once per distinct embedded text, keyed by the embedder's
 cache key: that table is also the embedding cache.
 
@@ -20,11 +20,13 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from contextkit.errors import StoreCorruptError, StoreWriteError
 from contextkit.records import Chunk
 
 SCHEMA = """
@@ -73,8 +75,6 @@ def _error_name(exc: sqlite3.Error) -> str:
 
 def translate_error(exc: sqlite3.Error, path: Path) -> Exception | None:
     """The index error that ``exc`` (raised by SQLite on ``path``) stands for, or None to keep it as is."""
-    from contextkit.index._index import StoreCorruptError, StoreWriteError
-
     name = _error_name(exc)
     if name.startswith(_CORRUPTION):
         err: Exception = StoreCorruptError(
@@ -234,6 +234,21 @@ class RecordStore:
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")
 
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One SQLite transaction: committed when the block ends, rolled back (and re-raised) on any error.
+
+        For the store's own bookkeeping (generation, settings copy), which moves no vectors; changes
+        to chunks go through :meth:`contextkit.index.Index.transaction`, which also keeps FAISS in step.
+        """
+        self.begin()
+        try:
+            yield
+            self.commit()
+        except BaseException:
+            self.rollback()
+            raise
+
     # ---------------------------------------------------------------- meta
     def get_meta(self, key: str, default: str | None = None) -> str | None:
         row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
@@ -381,7 +396,7 @@ class RecordStore:
 
     # ---------------------------------------------------------------- counts
     def counts(self) -> dict[str, int]:
-        q = lambda sql: int(self.db.execute(sql).fetchone()[0] or 0)  # noqa: E731
+        q = lambda sql: int(self.db.execute(sql).fetchone()[0] or 0)
         return {
             "files": q("SELECT COUNT(*) FROM files"),
             "documents": q("SELECT COUNT(*) FROM documents"),

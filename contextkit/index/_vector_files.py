@@ -1,8 +1,11 @@
-"""``Index``'s vector files: reading, checking, rebuilding and writing ``vectors.faiss`` (and ``ivfpq``'s ``.npy`` files).
+"""The FAISS half of an index: the structure searched in memory, and ``vectors.faiss`` (with ``ivfpq``'s ``.npy`` files).
 
-A mixin of :class:`contextkit.index._index.Index`, split out to keep modules short; it uses
-the index's ``path``, ``manifest``, ``store``, ``read_only`` and ``_faiss`` state and its
-``_kind``/``save``. The structures themselves are in :mod:`._faiss_kinds`.
+:class:`VectorFiles` is a component each :class:`~contextkit.index.Index` owns (``index._vectors``):
+it chooses the structure for the index's size (:meth:`VectorFiles.kind`), keeps it in step with
+the chunks the store adds and removes (in place where FAISS can, by a rebuild from the store's
+vectors where it cannot), and reads, checks and writes its files. It shares the index's folder,
+manifest and store, but not its transactions or its BM25: the index tells it what changed. The
+structures themselves are in :mod:`._faiss_kinds`.
 """
 
 from __future__ import annotations
@@ -13,11 +16,20 @@ import logging
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from contextkit.errors import IndexCorruptError, IndexMismatchError
+from contextkit.index._checksums import (
+    FileSum,
+    check_file,
+    faiss_header_count,
+    file_sum,
+)
+from contextkit.index._disk import fsync_dir, write_reason
 from contextkit.index._faiss_kinds import (
     DELTA_FILES,
     DELTA_MAX,
@@ -25,6 +37,7 @@ from contextkit.index._faiss_kinds import (
     EXACT_FILTER_MAX,
     EXACT_FILTER_SHARE,
     IVFPQ_FILES,
+    IVFPQ_TRAIN_FROM,
     RefinedIVFPQ,
     SkippingIndex,
     build_ivfpq,
@@ -36,48 +49,118 @@ from contextkit.index._faiss_kinds import (
     open_ivfpq,
     search_faiss,
 )
-from contextkit.index._manifest import (
-    IndexCorruptError,
-    IndexMismatchError,
-    _fsync_dir,
-    _write_reason,
-)
-from contextkit.index._verify import FileSum, check_file, faiss_header_count, file_sum
+from contextkit.index._manifest import IndexManifest
+from contextkit.index._store import RecordStore
 
-__all__ = ["VectorFiles"]
+__all__ = ["AUTO_HNSW_FROM", "VectorFiles"]
 
-log = logging.getLogger("contextkit.index._index")
+log = logging.getLogger(__name__)
+
+#: ``index_type="auto"`` switches from exact search to HNSW here. Why 50,000: on 2 cores an
+#: exact search costs ~1.5 ms per 10k vectors (8 ms at 50k), while a hybrid query's whole
+#: budget is 15 ms of which the query embedding takes ~9; HNSW (M=32, efSearch=128) then
+#: answers in ~1 ms with Recall@10 >= 0.998 at 100k and 0.979 at 1M embedding-like vectors
+#: (bench/bench_retrieval.py ann), at the cost of ~15 s of build per 100k vectors.
+AUTO_HNSW_FROM = 50_000
 
 
 class VectorFiles:
-    """The FAISS half of :class:`~contextkit.index._index.Index` (see the module docstring)."""
+    """The FAISS structure of one index and its files (see the module docstring)."""
 
-    path: Path
-    manifest: Any
-    store: Any
-    read_only: bool
-    _faiss: Any
-    _dirty: bool
-    _rebuild_needed: bool
-    _saved_generation: int | None
+    def __init__(self, path: Path, manifest: IndexManifest, store: RecordStore, read_only: bool) -> None:
+        self.path = path
+        self.manifest = manifest
+        self.store = store
+        self.read_only = read_only
+        self.faiss: Any = None
+        self.dirty = False  # the structure in memory differs from the files on disk
+        self.rebuild_needed = False  # it misses changes it could not take in place: rebuilt before use
 
-    def _kind(self, n: int | None = None) -> str:  # defined by Index
-        raise NotImplementedError
+    # ------------------------------------------------------------ structure
+    def kind(self, n: int | None = None) -> str:
+        """The FAISS structure to use now: ``auto`` and ``ivfpq`` resolve by the number of chunks."""
+        kind = self.manifest.index_type
+        if kind not in ("auto", "ivfpq"):
+            return kind
+        if n is None:
+            n = self.store.counts()["chunks"] if self.faiss is None else int(self.faiss.ntotal)
+        if kind == "ivfpq":  # exact until there are enough vectors to train on
+            return "flat" if n < IVFPQ_TRAIN_FROM else "ivfpq"
+        return "flat" if n < AUTO_HNSW_FROM else "hnsw"
 
-    def save(self, force: bool = False) -> None:  # defined by Index
-        raise NotImplementedError
+    def start_empty(self) -> None:
+        """A new, empty structure (a new index), to be written by the next save."""
+        self.faiss = self._new_faiss()
+        self.dirty = True
 
     def _new_faiss(self, n: int | None = None) -> Any:
         import faiss
 
         dim = self.manifest.dim
-        if self._kind(n) == "hnsw":
+        if self.kind(n) == "hnsw":
             hnsw = faiss.IndexHNSWFlat(dim, self.manifest.hnsw_m, faiss.METRIC_INNER_PRODUCT)
             hnsw.hnsw.efConstruction = self.manifest.hnsw_ef_construction
             hnsw.hnsw.efSearch = self.manifest.hnsw_ef_search
             return faiss.IndexIDMap2(hnsw)
         return faiss.IndexIDMap2(faiss.IndexFlatIP(dim))  # "ivf" is built at save time from all vectors
 
+    def is_flat(self) -> bool:
+        import faiss
+
+        inner = faiss.downcast_index(self.faiss.index) if self.faiss is not None else None
+        return isinstance(inner, faiss.IndexFlat)
+
+    def is_hnsw(self) -> bool:
+        import faiss
+
+        inner = faiss.downcast_index(self.faiss.index) if self.faiss is not None else None
+        return isinstance(inner, faiss.IndexHNSW)
+
+    def __len__(self) -> int:
+        return int(self.faiss.ntotal)
+
+    # -------------------------------------------------------------- changes
+    def add(self, vectors: np.ndarray, rowids: Sequence[int]) -> None:
+        """Chunks the store just added (inside the index's transaction)."""
+        if self._changes_in_place():
+            self.faiss.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32), np.asarray(rowids, np.int64))
+        else:
+            self.rebuild_needed = True
+        self.dirty = True
+
+    def remove(self, rowids: Sequence[int]) -> None:
+        """Chunks the store just removed: flat removes them, HNSW skips them at search until its next rebuild."""
+        if self._changes_in_place():
+            if self.is_flat():
+                self.faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
+            else:  # HNSW cannot remove
+                if not isinstance(self.faiss, SkippingIndex):
+                    self.faiss = SkippingIndex(self.faiss, np.zeros(0, dtype=np.int64))
+                self.faiss.remove_ids(np.asarray(rowids, dtype=np.int64))
+        else:
+            self.rebuild_needed = True
+        self.dirty = True
+
+    def _changes_in_place(self) -> bool:
+        """Flat indexes add and remove in place; HNSW adds in place and skips what was removed."""
+        if self.rebuild_needed:
+            return False
+        kind = self.kind()
+        return (kind == "flat" and self.is_flat()) or (kind == "hnsw" and self.is_hnsw())
+
+    def after_rollback(self) -> None:
+        """The store rolled back: the structure in memory may hold the changes it undid."""
+        if isinstance(self.faiss, RefinedIVFPQ):  # changes never reach it in place: re-done at the next save
+            self.rebuild_needed = True
+            return
+        self.rebuild()
+
+    # -------------------------------------------------------------- reading
+    def searchable(self) -> Any:
+        """The structure, with every committed change in it (rebuilt first when it misses some)."""
+        if self.rebuild_needed:
+            self.rebuild()
+        return self.faiss
 
     def nearest_rowids(self, vector: np.ndarray, n: int, allowed: np.ndarray | None = None
                        ) -> list[tuple[int, float]]:
@@ -88,108 +171,108 @@ class VectorFiles:
         of them is scored exactly over their vectors on any index type (approximate indexes miss
         most of a selective filter's chunks); a wider one searches the index with its own kind of
         parameters, widened by the filter's selectivity (:func:`filtered_params`)."""
-        if self._rebuild_needed:
-            self._rebuild()
-        total = int(self._faiss.ntotal)
+        index = self.searchable()
+        total = int(index.ntotal)
         if total == 0 or n <= 0 or (allowed is not None and len(allowed) == 0):
             return []
         query = np.asarray(vector, dtype=np.float32).reshape(1, -1)
         params = None
         if allowed is not None:
             n = min(n, len(allowed))
-            if len(allowed) <= min(EXACT_FILTER_MAX, EXACT_FILTER_SHARE * total) and not self._faiss_is_flat():
+            if len(allowed) <= min(EXACT_FILTER_MAX, EXACT_FILTER_SHARE * total) and not self.is_flat():
                 return self._exact_rowids(query[0], n, np.asarray(allowed, dtype=np.int64))
-            params = filtered_params(self._faiss, allowed)
-        distances, ids = search_faiss(self._faiss, query, min(n, total), params)
+            params = filtered_params(index, allowed)
+        distances, ids = search_faiss(index, query, min(n, total), params)
         return [(int(i), float(d)) for d, i in zip(distances[0], ids[0]) if i >= 0]
 
     def _exact_rowids(self, query: np.ndarray, n: int, allowed: np.ndarray) -> list[tuple[int, float]]:
         """Exact scores over the allowed chunks' vectors (ivfpq: its float16 rows, as its re-scoring uses)."""
-        vectors = self._faiss.vectors(allowed) if isinstance(self._faiss, RefinedIVFPQ) else \
+        vectors = self.faiss.vectors(allowed) if isinstance(self.faiss, RefinedIVFPQ) else \
             self.store.vectors_by_rowid(allowed)
         scores = vectors @ query
         best = np.argsort(-scores, kind="stable")[:n]  # ties: the lower rowid first
         return [(int(allowed[i]), float(scores[i])) for i in best]
 
-    def _faiss_is_flat(self) -> bool:
-        import faiss
+    # -------------------------------------------------------------- loading
+    def load(self, saved_generation: int | None) -> bool:
+        """Read the files when the manifest vouches for the store's generation; else rebuild from the store.
 
-        inner = faiss.downcast_index(self._faiss.index) if self._faiss is not None else None
-        return isinstance(inner, faiss.IndexFlat)
-
-    def _faiss_is_hnsw(self) -> bool:
-        import faiss
-
-        inner = faiss.downcast_index(self._faiss.index) if self._faiss is not None else None
-        return isinstance(inner, faiss.IndexHNSW)
-
-    def _load_faiss(self) -> None:
-        import faiss
-
-        file = self.path / "vectors.faiss"
+        Returns True when it rebuilt (the files lag the store: the index then saves, unless read-only).
+        ``saved_generation`` is the generation the manifest on disk vouches for."""
         store_gen = self.store.generation()
         if store_gen < self.manifest.generation:
             raise IndexCorruptError(
                 f"{self.path / 'store.sqlite'}: older than manifest.json (generation {store_gen} < "
                 f"{self.manifest.generation}): the records store was replaced or restored from an older copy; "
                 f"`contextkit repair --index {self.path}` rebuilds the other files from it", file="store.sqlite")
-        recorded = "vectors.faiss" in self.manifest.checksums
-        if self.manifest.generation == store_gen and (recorded or file.is_file()):
-            self._check_derived_files()
-            try:
-                if all(name in self.manifest.checksums for name in IVFPQ_FILES):
-                    self._faiss = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine)
-                    self._check_ivfpq_files()
-                    if all(name in self.manifest.checksums for name in DELTA_FILES):
-                        self._faiss = load_delta(self._faiss, self.path)
-                else:
-                    self._faiss = faiss.read_index(str(file))
-                    if DELTA_FILES[2] in self.manifest.checksums:  # hnsw: rowids skipped since its build
-                        self._faiss = SkippingIndex(self._faiss, np.load(self.path / DELTA_FILES[2],
-                                                                         allow_pickle=False))
-            except (RuntimeError, ValueError, OSError) as exc:
-                raise IndexCorruptError(f"{file}: unreadable by FAISS ({_write_reason(exc)}); "
-                                        f"`contextkit repair --index {self.path}` rebuilds it from the store",
-                                        file="vectors.faiss") from exc
-        else:
-            log.warning("%s: FAISS file is behind the records store (generation %s vs %s); rebuilding",
-                        self.path, self.manifest.generation, store_gen)
-            self._rebuild()
-            if not self.read_only:
-                self.save()
-        chunks = self._stored_chunk_count()
-        if self._faiss.ntotal != chunks:
+        on_disk = "vectors.faiss" in self.manifest.checksums or (self.path / "vectors.faiss").is_file()
+        if self.manifest.generation == store_gen and on_disk:
+            self._check_files(saved_generation)
+            self.faiss = self._read()
+            return False
+        log.warning("%s: FAISS file is behind the records store (generation %s vs %s); rebuilding",
+                    self.path, self.manifest.generation, store_gen)
+        self.rebuild()
+        return True
+
+    def _read(self) -> Any:
+        """The structure the files describe (ivfpq: mapped, with its changes since the build)."""
+        import faiss
+
+        file = self.path / "vectors.faiss"
+        sums = self.manifest.checksums
+        try:
+            if all(name in sums for name in IVFPQ_FILES):
+                built = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine)
+                self._check_ivfpq_files(built)
+                return load_delta(built, self.path) if all(name in sums for name in DELTA_FILES) else built
+            index = faiss.read_index(str(file))
+            if DELTA_FILES[2] in sums:  # hnsw: rowids skipped since its build
+                index = SkippingIndex(index, np.load(self.path / DELTA_FILES[2], allow_pickle=False))
+            return index
+        except (RuntimeError, ValueError, OSError) as exc:
+            raise IndexCorruptError(f"{file}: unreadable by FAISS ({write_reason(exc)}); "
+                                    f"`contextkit repair --index {self.path}` rebuilds it from the store",
+                                    file="vectors.faiss") from exc
+
+    def check_loaded(self, saved_generation: int | None) -> None:
+        """The structure holds one vector per stored chunk, of the manifest's dimension."""
+        chunks = self._stored_chunk_count(saved_generation)
+        if self.faiss.ntotal != chunks:
             raise IndexCorruptError(
-                f"{self.path}: FAISS holds {self._faiss.ntotal} vectors but the store has {chunks} chunks; "
+                f"{self.path}: FAISS holds {self.faiss.ntotal} vectors but the store has {chunks} chunks; "
                 f"`contextkit repair --index {self.path}` rebuilds vectors.faiss from the store", file="vectors.faiss"
             )
-        if self._faiss.d != self.manifest.dim:
-            raise IndexMismatchError(f"{self.path}: FAISS dimension {self._faiss.d} != manifest {self.manifest.dim}")
+        if self.faiss.d != self.manifest.dim:
+            raise IndexMismatchError(f"{self.path}: FAISS dimension {self.faiss.d} != manifest {self.manifest.dim}")
 
-    def _stored_chunk_count(self) -> int:
+    def _stored_chunk_count(self, saved_generation: int | None) -> int:
         """Chunks in the store; the manifest's count when it describes this very generation (no table scan)."""
-        if self._saved_generation == self.store.generation() and "chunks" in self.manifest.counts:
+        if saved_generation == self.store.generation() and "chunks" in self.manifest.counts:
             return int(self.manifest.counts["chunks"])
         return int(self.store.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
-    def _check_derived_files(self) -> None:
-        """Sizes and hashes of the derived files against the manifest (see :mod:`._verify` for the cost)."""
-        sums = self.manifest.checksums
+    def _check_files(self, saved_generation: int | None) -> None:
+        """Sizes and hashes of the derived files against the manifest (see :mod:`.verify` for the cost)."""
         for name in ("vectors.faiss", *IVFPQ_FILES, *DELTA_FILES):
-            rec = sums.get(name)
+            rec = self.manifest.checksums.get(name)
             problem = check_file(self.path / name, rec, full=False) if rec is not None else None
             if problem:
                 found = faiss_header_count(self.path / name) if name == "vectors.faiss" else None
-                chunks = self._stored_chunk_count()
+                chunks = self._stored_chunk_count(saved_generation)
                 extra = f"; FAISS holds {found} vectors but the store has {chunks} chunks" if (
                     found is not None and found != chunks) else ""
                 raise IndexCorruptError(
                     f"{self.path / name}: damaged: {problem}{extra}; it is derived from the records store: "
                     f"`contextkit repair --index {self.path}` rebuilds it", file=name)
-        bm25_sums = {k: v for k, v in sums.items() if k.startswith("bm25/")}
+        self._check_bm25_files()
+
+    def _check_bm25_files(self) -> None:
+        """The BM25 files too (a folder stamped with an older generation lags, is not damaged: rebuilt when used)."""
+        bm25_sums = {k: v for k, v in self.manifest.checksums.items() if k.startswith("bm25/")}
         if not bm25_sums:
             return
-        try:  # a BM25 folder stamped with an older generation is lagging, not damaged: rebuilt when used
+        try:
             meta_gen = json.loads((self.path / "bm25" / "meta.json").read_text())["generation"]
         except (OSError, ValueError, KeyError, TypeError):
             meta_gen = self.manifest.generation
@@ -202,12 +285,21 @@ class VectorFiles:
                     f"{self.path / name}: damaged: {problem}; it is derived from the records store: "
                     f"`contextkit repair --index {self.path}` rebuilds bm25/", file=name)
 
-    def _rebuild(self) -> None:
+    def _check_ivfpq_files(self, f: RefinedIVFPQ) -> None:
+        """The mapped float16 rows and rowids agree with the IVF-PQ index (their shapes, not every byte)."""
+        if f.raw.shape != (f.built_total, self.manifest.dim) or f.ids.shape != (f.built_total,):
+            raise IndexCorruptError(
+                f"{self.path}: vectors.f16.npy {f.raw.shape} / vectors.ids.npy {f.ids.shape} do not match the "
+                f"{f.built_total} vectors of dimension {self.manifest.dim} in vectors.faiss; `contextkit repair --index "
+                f"{self.path}` rebuilds them", file="vectors.f16.npy")
+
+    # ------------------------------------------------------------- rebuilds
+    def rebuild(self) -> None:
         """Rebuild the FAISS index from the vectors in the store."""
         import faiss
 
-        if self.manifest.index_type == "ivfpq" and self._kind(self.store.counts()["chunks"]) == "ivfpq":
-            self._rebuild_ivfpq()
+        if self.manifest.index_type == "ivfpq" and self.kind(self.store.counts()["chunks"]) == "ivfpq":
+            self.rebuild_ivfpq()
             return
         ids_parts, vec_parts = [], []
         for ids, vecs in self.store.iter_chunk_vectors():
@@ -215,7 +307,7 @@ class VectorFiles:
             vec_parts.append(vecs)
         ids = np.concatenate(ids_parts) if ids_parts else np.zeros(0, dtype=np.int64)
         vecs = np.concatenate(vec_parts) if vec_parts else np.zeros((0, self.manifest.dim), dtype=np.float32)
-        if self._kind(len(ids)) == "ivf" and len(ids) >= 1024:
+        if self.kind(len(ids)) == "ivf" and len(ids) >= 1024:
             nlist = int(min(4 * np.sqrt(len(ids)), len(ids) // 39))
             quantizer = faiss.IndexFlatIP(self.manifest.dim)
             ivf = faiss.IndexIVFFlat(quantizer, self.manifest.dim, nlist, faiss.METRIC_INNER_PRODUCT)
@@ -228,18 +320,18 @@ class VectorFiles:
             index = self._new_faiss(len(ids))
         if len(ids):
             index.add_with_ids(np.ascontiguousarray(vecs), ids)
-        self._faiss = index
-        self._rebuild_needed = False
-        self._dirty = True
+        self.faiss = index
+        self.rebuild_needed = False
+        self.dirty = True
 
-    def _rebuild_ivfpq(self, fold: bool = True) -> None:
+    def rebuild_ivfpq(self, fold: bool = True) -> None:
         """Stream the store's vectors into IVF-PQ + float16 rows (training only when the size calls for it).
 
         ``fold``: when the current build still suits the size and the changes since it are
         small, keep it and describe the changes instead (:meth:`_fold_changes`)."""
         m = self.manifest
         n = self.store.counts()["chunks"]
-        previous = self._faiss if isinstance(self._faiss, RefinedIVFPQ) else None
+        previous = self.faiss if isinstance(self.faiss, RefinedIVFPQ) else None
         if fold and previous is not None and self._fold_changes(previous, n):
             return
         if self.read_only:
@@ -258,9 +350,9 @@ class VectorFiles:
             final = work / "vectors.f16.npy.build"
             os.replace(built.raw_path, final)
             built.raw_path = final
-        self._faiss = built
-        self._rebuild_needed = False
-        self._dirty = True
+        self.faiss = built
+        self.rebuild_needed = False
+        self.dirty = True
 
     def _fold_changes(self, built: RefinedIVFPQ, n: int) -> bool:
         """Keep ``built`` and search the changes since beside it, if they are small; False: rebuild instead.
@@ -285,23 +377,24 @@ class VectorFiles:
         parts = list(self.store.iter_chunk_vectors(after=top))
         ids = np.concatenate([p[0] for p in parts]) if parts else np.zeros(0, dtype=np.int64)
         vectors = np.concatenate([p[1] for p in parts]) if parts else np.zeros((0, m.dim), dtype=np.float32)
-        self._faiss = built.with_changes(vectors, ids, deleted)
-        self._rebuild_needed = False
-        self._dirty = True
+        self.faiss = built.with_changes(vectors, ids, deleted)
+        self.rebuild_needed = False
+        self.dirty = True
         return True
 
-    def _check_ivfpq_files(self) -> None:
-        """The mapped float16 rows and rowids agree with the IVF-PQ index (their shapes, not every byte)."""
-        f = self._faiss
-        if f.raw.shape != (f.built_total, self.manifest.dim) or f.ids.shape != (f.built_total,):
-            raise IndexCorruptError(
-                f"{self.path}: vectors.f16.npy {f.raw.shape} / vectors.ids.npy {f.ids.shape} do not match the "
-                f"{f.built_total} vectors of dimension {self.manifest.dim} in vectors.faiss; `contextkit repair --index "
-                f"{self.path}` rebuilds them", file="vectors.f16.npy")
+    # -------------------------------------------------------------- writing
+    def prepare_save(self) -> None:
+        """Rebuild now when a save should: pending changes, a size where the structure changes, too many skipped."""
+        if self.manifest.index_type in ("auto", "ivfpq") and (self.kind() == "flat") != self.is_flat():
+            self.rebuild_needed = True  # crossed the size where auto / ivfpq changes structure
+        if isinstance(self.faiss, SkippingIndex) and len(self.faiss.deleted) > DELTA_SHARE * self.faiss.idmap.ntotal:
+            self.rebuild_needed = True  # a tenth of the graph is removed vectors: rebuilt without them
+        if self.rebuild_needed:
+            self.rebuild()
 
-    def _write_vectors(self) -> dict[str, FileSum]:
+    def write(self) -> dict[str, FileSum]:
         """``vectors.faiss`` (and for a trained ``ivfpq``, its two ``.npy`` files); their checksums."""
-        f = self._faiss
+        f = self.faiss
         if isinstance(f, SkippingIndex):
             return {"vectors.faiss": self._write_faiss(f.idmap), **self._write_arrays({DELTA_FILES[2]: f.deleted})}
         if not isinstance(f, RefinedIVFPQ):
@@ -310,13 +403,13 @@ class VectorFiles:
         if f.raw_path is None:  # the build was opened from these very files: only its changes to write
             if all(name in self.manifest.checksums for name in names):
                 return {**{name: self.manifest.checksums[name] for name in names}, **self._write_delta(f)}
-            self._rebuild_ivfpq(fold=False)
-            f = self._faiss
+            self.rebuild_ivfpq(fold=False)
+            f = self.faiss
         sums = {"vectors.faiss": self._write_faiss(f.index), **self._write_delta(f),
                 **self._write_arrays({IVFPQ_FILES[1]: np.asarray(f.ids, dtype=np.int64)})}
         raw_final = self.path / IVFPQ_FILES[0]
         os.replace(f.raw_path, raw_final)  # fsynced by the build; the map follows the inode
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         f.raw_path = None
         sums[IVFPQ_FILES[0]] = file_sum(raw_final, sha256=f.raw_sha256)
         return sums
@@ -340,7 +433,7 @@ class VectorFiles:
                 os.fsync(fh.fileno())
             os.replace(tmp, final)
             sums[name] = file_sum(final)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         return sums
 
     def _write_faiss(self, index: Any) -> FileSum:
@@ -362,6 +455,5 @@ class VectorFiles:
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, final)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
         return file_sum(final, sha256=digest.hexdigest())
-

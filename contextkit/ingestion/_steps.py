@@ -8,9 +8,12 @@ out, its new ones in), prune files that are gone. A leaf of the package: it impo
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from contextkit.chunking import TokenChunker
 from contextkit.embedders import DEFAULT_MODEL, Embedder
@@ -29,61 +32,61 @@ from contextkit.loaders import (
     SourceFile,
     load_file,
 )
-from contextkit.records import Document
+from contextkit.records import Chunk, Document
+from contextkit.retrievers.factory import embedder_for
 
-__all__ = ["chunk_group", "commit_batch", "load", "make_redactor", "open_index", "prune", "redact"]
+__all__ = ["Records", "chunk_group", "commit_batch", "load", "make_redactor", "open_index", "prune", "redact",
+           "write_records"]
 
 log = logging.getLogger(__name__)
 
 
-
-
-
-
-
-
-
-
-
-
 def open_index(index_dir: Path, config: IngestConfig,
-                given: Embedder | None = None) -> tuple[Index, Embedder, TokenChunker]:
-    if Index.exists(index_dir):
-        index = Index.open(index_dir)
-        try:
-            recorded_model = index.manifest.model
-            asked = DEFAULT_MODEL if config.model == "default" else config.model
-            if asked is not None and asked != recorded_model:
-                raise IndexMismatchError(
-                    f"{index_dir}: built with model {recorded_model!r}, not {config.model!r}; use a new index"
-                )
-            if given is not None and given.model_name != recorded_model:
-                raise IndexMismatchError(
-                    f"{index_dir}: built with model {recorded_model!r}, the embedder given is {given.model_name!r}"
-                )
-            embedder = given or Embedder(recorded_model, device=config.device, batch_size=config.embed_batch_size,
-                                         long_text=index.manifest.embedder.get("long_text", "window"))
-            embedder.cache = index.store
-            if config.redact is not None and config.redact != index.manifest.redact:
-                built = "with" if index.manifest.redact else "without"
-                raise IndexMismatchError(f"{index_dir}: built {built} --redact; keep the setting or use a new index")
-            chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
-        except BaseException:
-            index.close()
-            raise
-        return index, embedder, chunker
+               given: Embedder | None = None) -> tuple[Index, Embedder, TokenChunker]:
+    """The index at ``index_dir`` (created if missing), with the embedder and chunker of a run.
+
+    Settings that differ from the index's own are refused (:class:`IndexMismatchError`) before
+    anything is written. Only then does the embedder's cache become the index store (vectors
+    already embedded are not redone): a refused run leaves a caller's embedder as it was.
+    """
+    opened = _reopen(index_dir, config, given) if Index.exists(index_dir) else _create(index_dir, config, given)
+    index, embedder, _ = opened
+    embedder.cache = index.store
+    return opened
+
+
+def _reopen(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tuple[Index, Embedder, TokenChunker]:
+    index = Index.open(index_dir)
+    try:
+        recorded_model = index.manifest.model
+        asked = DEFAULT_MODEL if config.model == "default" else config.model
+        if asked is not None and asked != recorded_model:
+            raise IndexMismatchError(
+                f"{index_dir}: built with model {recorded_model!r}, not {config.model!r}; use a new index"
+            )
+        if given is not None and given.model_name != recorded_model:
+            raise IndexMismatchError(
+                f"{index_dir}: built with model {recorded_model!r}, the embedder given is {given.model_name!r}"
+            )
+        if config.redact is not None and config.redact != index.manifest.redact:
+            built = "with" if index.manifest.redact else "without"
+            raise IndexMismatchError(f"{index_dir}: built {built} --redact; keep the setting or use a new index")
+        chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
+        embedder = given or embedder_for(index, config.device, config.embed_batch_size)
+    except BaseException:
+        index.close()
+        raise
+    return index, embedder, chunker
+
+
+def _create(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tuple[Index, Embedder, TokenChunker]:
     chunk_cfg = config.chunker_config(None)
     chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name
     embedder = given or Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
     index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
                          tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type,
                          redact=bool(config.redact))
-    embedder.cache = index.store
     return index, embedder, chunker
-
-
-
-
 
 
 def load(item: Pending, limits: LoadLimits, redactor: Any, report: IngestReport, clock: Clock) -> bool:
@@ -140,6 +143,56 @@ def chunk_group(group: list[Pending], chunker: TokenChunker, workers: int, repor
     return group
 
 
+@dataclass
+class Records:
+    """One file's (or one document's) share of a commit: the records it replaces and the ones it brings.
+
+    ``documents`` are ``(document, sha256, n_chars)``; ``file`` the file they were loaded from (None:
+    documents of their own, as the LlamaIndex plug-in writes). ``replace_file`` deletes that file's
+    records first, ``replace_documents`` each document's by its id; ``file_record``
+    ``(sha256, size, n_documents)`` records the file as complete (None: more parts follow, or no file).
+    """
+
+    chunks: list[Chunk]
+    documents: list[tuple[Document, str, int]]
+    file: str | None = None
+    replace_file: bool = False
+    replace_documents: bool = False
+    file_record: tuple[str, int, int] | None = None
+
+
+def write_records(index: Index, parts: Sequence[Records], vectors: np.ndarray, keys: Sequence[str]) -> int:
+    """Write ``parts`` in one transaction: each one's old records out, its documents and chunks in, its
+    file recorded; all of it or (on any error, re-raised) nothing. Returns the chunks removed.
+
+    ``vectors`` and ``keys`` are the parts' chunks' in order; the vectors are in the store already
+    (the embedder's cache wrote them under ``keys``). Shared by file ingestion and the LlamaIndex
+    plug-in, so both replace records the same way."""
+    removed, offset = 0, 0
+    with index.transaction():
+        for part in parts:
+            if part.replace_file and part.file is not None:
+                removed += index.delete_file(part.file)
+            for doc, sha256, n_chars in part.documents:
+                if part.replace_documents:
+                    removed += index.delete_document(doc.id)
+                index.store.put_document(doc.id, part.file, doc.source, sha256, n_chars, doc.metadata)
+            n = len(part.chunks)
+            index.add_chunks(part.chunks, vectors[offset : offset + n], keys[offset : offset + n], store_vectors=False)
+            offset += n
+            if part.file_record is not None and part.file is not None:
+                index.store.put_file(part.file, *part.file_record)
+    return removed
+
+
+def _records_of(item: Pending) -> Records:
+    """A file (or one part of a streamed file) as what :func:`write_records` writes."""
+    n_chars = [len(doc.text) if item.n_chars is None else item.n_chars for doc in item.documents]
+    complete = (item.sha256, item.size, item.n_documents + len(item.documents)) if item.complete else None
+    return Records(item.chunks, [(doc, item.sha256, n) for doc, n in zip(item.documents, n_chars)],
+                   file=item.source.doc_id, replace_file=item.replace, file_record=complete)
+
+
 def commit_batch(batch: list[Pending], index: Index, embedder: Embedder, report: IngestReport, notify,
                   clock) -> None:
     chunks = [c for item in batch for c in item.chunks]
@@ -149,26 +202,7 @@ def commit_batch(batch: list[Pending], index: Index, embedder: Embedder, report:
         vectors = embedder.embed(texts, progress=lambda n: notify(IngestEvent("embedded", chunks=n)), keys=keys)
     report.embedding.add(embedder.last_report)
     with clock("store"):
-        index.begin()
-        try:
-            offset = 0
-            for item in batch:
-                key = item.source.doc_id
-                if item.replace:
-                    report.chunks_removed += index.delete_file(key)
-                for doc in item.documents:
-                    n_chars = len(doc.text) if item.n_chars is None else item.n_chars
-                    index.store.put_document(doc.id, key, doc.source, item.sha256, n_chars, doc.metadata)
-                n = len(item.chunks)
-                index.add_chunks(item.chunks, vectors[offset : offset + n], keys[offset : offset + n],
-                                 store_vectors=False)
-                offset += n
-                if item.complete:
-                    index.store.put_file(key, item.sha256, item.size, item.n_documents + len(item.documents))
-            index.commit()
-        except BaseException:
-            index.rollback()
-            raise
+        report.chunks_removed += write_records(index, [_records_of(item) for item in batch], vectors, keys)
     for item in batch:
         if item.complete:
             report.files_new += item.is_new
@@ -195,11 +229,12 @@ def prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors
         if row[0] not in present]
     if not gone and not unfinished:
         return
-    index.begin()
-    for path in gone + unfinished:
-        report.chunks_removed += index.delete_file(path)
-    index.store.drop_unused_vectors()
-    index.commit()
+    removed = 0
+    with index.transaction():  # all of them or none: a failure leaves the index as it was
+        for path in gone + unfinished:
+            removed += index.delete_file(path)
+        index.store.drop_unused_vectors()
+    report.chunks_removed += removed
     report.files_removed = len(gone) + len(unfinished)
 
 

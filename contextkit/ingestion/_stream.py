@@ -57,20 +57,16 @@ def stream_file(item: Pending, stream: TextStream, index: Index, embedder: Any, 
             if upcoming is None and done.replace and not documents and len(report.failures) > failures_before:
                 return  # every JSONL line failed: like a whole load, the indexed version stays
             part = Pending(item.source, item.sha256, item.size, documents, chunks, item.is_new,
-                                      replace=done.replace, complete=upcoming is None, n_chars=n_chars,
-                                      n_documents=done.n_documents)
+                           replace=done.replace, complete=upcoming is None, n_chars=n_chars,
+                           n_documents=done.n_documents)
             _steps.commit_batch([part], index, embedder, report, notify, clock)
             done.replace, done.n_documents = False, done.n_documents + len(documents)
             tokens += sum(c.token_count for c in chunks)
     except (LoadFailure, HeaderTooLargeError, ChunkTooSmallError) as exc:  # file changed after the check; no room
         if not done.replace:  # take back the parts committed: the file is reported, not half-indexed
-            index.begin()
-            try:
-                report.chunks_added -= index.delete_file(item.source.doc_id)
-                index.commit()
-            except BaseException:
-                index.rollback()
-                raise
+            with index.transaction():
+                removed = index.delete_file(item.source.doc_id)
+            report.chunks_added -= removed
             report.tokens -= tokens
             report.documents -= done.n_documents
         reason = exc.error.reason if isinstance(exc, LoadFailure) else str(exc)

@@ -5,8 +5,12 @@ between them: :func:`discover_files` walks what the user named and returns
 :class:`SourceFile` entries with stable ids; :func:`load_file` reads one file
 (:func:`open_text_stream` reads a large text file block by block instead, and
 :func:`iter_jsonl` a large JSONL file record by record).
-One module per format: :mod:`.text`, :mod:`.html`, :mod:`.pdf`, :mod:`.jsonl`;
-:mod:`.discovery` walks folders.
+One module per format, each with a :class:`~contextkit.loaders.base.Loader`:
+:mod:`.text` (:class:`TextLoader`), :mod:`.html` (:class:`HtmlLoader`), :mod:`.pdf`
+(:class:`PdfLoader`), :mod:`.jsonl` (:class:`JsonlLoader`); :mod:`.discovery` walks
+folders. :func:`load_file` picks the loader registered for the file's suffix, so a
+new format is a :class:`Loader` subclass and one :func:`register_loader` call (see
+:mod:`.base`); discovery then walks its suffixes too.
 
 Bad input never raises: a corpus of thousands of files always contains a few
 broken ones, and one of them must not abort the run. Problems come back as
@@ -46,53 +50,47 @@ from contextkit.loaders._common import (
     SourceFile,
     _Failed,
     _os_reason,
-    _too_large,
+)
+from contextkit.loaders.base import (
+    Loader,
+    loader_for,
+    register_loader,
+    registered_suffixes,
+    unregister_loader,
 )
 from contextkit.loaders.discovery import discover_files, file_sha256
-from contextkit.loaders.jsonl import iter_jsonl
-from contextkit.loaders.text import TextStream, open_text_stream
+from contextkit.loaders.html import HtmlLoader
+from contextkit.loaders.jsonl import JsonlLoader, iter_jsonl
+from contextkit.loaders.pdf import PdfLoader
+from contextkit.loaders.text import TextLoader, TextStream, open_text_stream
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "LoadError", "LoadFailure", "LoadLimits", "LoadResult", "SourceFile", "TextStream",
-    "discover_files", "file_sha256", "iter_jsonl", "load_file", "open_text_stream",
+    "SUPPORTED_SUFFIXES", "HtmlLoader", "JsonlLoader", "LoadError", "LoadFailure", "LoadLimits", "LoadResult", "Loader",
+    "PdfLoader", "SourceFile", "TextLoader", "TextStream", "discover_files", "file_sha256", "iter_jsonl", "load_file",
+    "loader_for", "open_text_stream", "register_loader", "registered_suffixes", "unregister_loader",
 ]
 
 _DEFAULT_LIMITS = LoadLimits()
+#: Reads a file named explicitly whose suffix no loader claims.
+_FALLBACK = TextLoader()
+
+for _builtin in (_FALLBACK, HtmlLoader(), PdfLoader(), JsonlLoader()):
+    register_loader(_builtin)
 
 
 def load_file(source: SourceFile, limits: LoadLimits | None = None) -> LoadResult:
     """Read one file into documents; every failure comes back as a :class:`LoadError`.
 
-    The format follows the suffix; an unknown suffix (a file named explicitly)
-    is read as UTF-8 text. The whole file is read: for text files too large for
-    memory, use :func:`open_text_stream`.
+    The loader is the one registered for the suffix (:func:`loader_for`); an unknown
+    suffix (a file named explicitly) is read as UTF-8 text. The whole file is read:
+    for text files too large for memory, use :func:`open_text_stream`.
     """
-    from contextkit.loaders.text import load_text
-
-    limits = limits or _DEFAULT_LIMITS
-    suffix = source.path.suffix.lower()
+    loader = loader_for(source.path.suffix) or _FALLBACK
     try:
-        if suffix in (".html", ".htm", ".pdf"):
-            size = source.path.stat().st_size
-            if size > limits.max_parse_bytes:
-                raise _too_large(size, limits.max_parse_bytes, "PDF" if suffix == ".pdf" else "HTML")
-        if suffix == ".pdf":
-            from contextkit.loaders.pdf import load_pdf
-
-            return LoadResult(load_pdf(source, limits.pdf_timeout), [])
-        data = source.path.read_bytes()
-        if suffix == ".jsonl":
-            from contextkit.loaders.jsonl import load_jsonl
-
-            return load_jsonl(source, data)
-        if suffix in (".html", ".htm"):
-            from contextkit.loaders.html import load_html
-
-            docs = load_html(source, data)
-        else:
-            docs = load_text(source, data, suffix)
+        return loader.load(source, limits or _DEFAULT_LIMITS)
     except OSError as exc:
         return LoadResult([], [LoadError(source.doc_id, _os_reason(exc))])
     except _Failed as exc:
         return LoadResult([], [LoadError(source.doc_id, str(exc))])
-    return LoadResult(docs, [])
+    except LoadFailure as exc:
+        return LoadResult([], [exc.error])

@@ -120,3 +120,10 @@ def _decode(data: bytes, encoding: str = "utf-8") -> str:
 
 def _too_large(size: int, limit: int, kind: str) -> _Failed:
     return _Failed(f"file too large for {kind} parsing ({size / MiB:.1f} MiB > {limit / MiB:.1f} MiB limit)")
+
+
+def _check_parse_size(source: SourceFile, limits: LoadLimits, kind: str) -> None:
+    """Refuse, before reading it, a file that a whole-file parser (HTML, PDF) would blow up in memory."""
+    size = source.path.stat().st_size
+    if size > limits.max_parse_bytes:
+        raise _too_large(size, limits.max_parse_bytes, kind)

@@ -16,11 +16,11 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 
 from contextkit.loaders._common import (
-    SUPPORTED_SUFFIXES,
     LoadError,
     SourceFile,
     _os_reason,
 )
+from contextkit.loaders.base import loader_for
 
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
 
@@ -55,7 +55,7 @@ def _join_id(prefix: str, rel: str) -> str:
 
 
 def _wanted(rel: str, glob: str | None) -> bool:
-    return Path(rel).suffix.lower() in SUPPORTED_SUFFIXES and (glob is None or _glob_matches(rel, glob))
+    return loader_for(Path(rel).suffix) is not None and (glob is None or _glob_matches(rel, glob))
 
 
 def _scan(root: str, glob: str | None,
@@ -68,7 +68,6 @@ def _scan(root: str, glob: str | None,
     links to it, so cycles end); links inside ``root`` are never followed, the real
     path reaches their target anyway.
     """
-    root_path = Path(root)
     found: list[tuple[str, str]] = []
     problems: list[tuple[str, str]] = []
     stack: list[tuple[str, str]] = [("", root)]
@@ -91,21 +90,33 @@ def _scan(root: str, glob: str | None,
                 elif entry.is_file(follow_symlinks=False) and _wanted(rel, glob):
                     found.append((rel, os.path.join(real_dir, entry.name)))
                 continue
-            target = os.path.realpath(entry.path)
-            is_dir = os.path.isdir(target)
-            if not is_dir and not _wanted(rel, glob):
-                continue
-            inside = Path(target).is_relative_to(root_path)
-            if not is_dir and not os.path.isfile(target):
-                problems.append((rel, "broken symlink (missing target or a loop)"))
-            elif not inside and not follow_symlinks:
-                problems.append((rel, f"symlink points outside {root} (not followed unless --follow-symlinks)"))
-            elif not is_dir:
-                found.append((rel, target))
-            elif not inside and target not in walked:  # links to folders inside: reached via the real path
-                walked.add(target)
-                stack.append((rel, target))
+            kind, value = _link(entry.path, rel, root, glob, follow_symlinks)
+            if kind == "problem":
+                problems.append((rel, value))
+            elif kind == "file":
+                found.append((rel, value))
+            elif kind == "dir" and value not in walked:
+                walked.add(value)
+                stack.append((rel, value))
     return found, problems
+
+
+def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: bool) -> tuple[str, str]:
+    """What a walk does with the symlink at ``path``: ``("file" | "dir", real target)`` to take it,
+    ``("problem", reason)`` to report it, ``("skip", "")`` to pass it by (an unwanted file, or a
+    folder inside ``root``, which the walk reaches through its real path)."""
+    target = os.path.realpath(path)
+    is_dir = os.path.isdir(target)
+    if not is_dir and not _wanted(rel, glob):
+        return "skip", ""
+    inside = Path(target).is_relative_to(Path(root))
+    if not is_dir and not os.path.isfile(target):
+        return "problem", "broken symlink (missing target or a loop)"
+    if not inside and not follow_symlinks:
+        return "problem", f"symlink points outside {root} (not followed unless --follow-symlinks)"
+    if not is_dir:
+        return "file", target
+    return ("skip", "") if inside else ("dir", target)
 
 
 def _rel_key(item: tuple[str, str]) -> tuple[str, ...]:
@@ -119,7 +130,8 @@ def discover_files(
 
     Each path may be a file (taken whatever its suffix) or a directory (walked
     recursively; hidden entries, ``__pycache__`` and ``node_modules`` skipped;
-    only :data:`SUPPORTED_SUFFIXES` matching ``glob`` taken). A file reached
+    only the suffixes of the registered loaders, :data:`SUPPORTED_SUFFIXES` unless
+    :func:`~contextkit.loaders.register_loader` added some, matching ``glob`` taken). A file reached
     twice is listed once, under the first id it was found with. Missing paths
     and symlinks leading outside the folder (unless ``follow_symlinks``) become
     :class:`LoadError` values, never exceptions.

@@ -9,9 +9,19 @@ from __future__ import annotations
 import codecs
 import re
 from html.parser import HTMLParser
-from typing import Any
+from typing import Any, ClassVar
 
-from contextkit.loaders._common import SourceFile, _decode, _Failed, _short
+from contextkit.loaders._common import (
+    _HTML_SUFFIXES,
+    LoadLimits,
+    LoadResult,
+    SourceFile,
+    _check_parse_size,
+    _decode,
+    _Failed,
+    _short,
+)
+from contextkit.loaders.base import Loader
 from contextkit.records import Document
 
 #: Block tags and the break they make: 1 = line break, 2 = blank line (paragraph).
@@ -83,7 +93,7 @@ class _HtmlText(HTMLParser):
     def _end_pre(self) -> None:
         text = "".join(self._pre)
         self._pre.clear()
-        text = text[1:] if text.startswith("\n") else text  # HTML drops a newline right after <pre>
+        text = text.removeprefix("\n")  # HTML drops a newline right after <pre>
         if text.strip():
             self._emit(text.rstrip("\n"))
         self._pending = 2
@@ -128,3 +138,13 @@ def load_html(source: SourceFile, data: bytes) -> list[Document]:
     if title:
         meta["title"] = title
     return [Document(source.doc_id, parser.text(), str(source.path), meta)]
+
+
+class HtmlLoader(Loader):
+    """HTML's visible text; files above ``limits.max_parse_bytes`` are reported, not parsed."""
+
+    suffixes: ClassVar[frozenset[str]] = _HTML_SUFFIXES
+
+    def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
+        _check_parse_size(source, limits, "HTML")
+        return LoadResult(load_html(source, source.path.read_bytes()), [])

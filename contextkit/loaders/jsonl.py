@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 from contextkit.loaders._common import (
     _UTF8_BOM,
     LoadError,
     LoadFailure,
+    LoadLimits,
     LoadResult,
     SourceFile,
     _decode,
@@ -22,6 +23,7 @@ from contextkit.loaders._common import (
     _short,
     _sniff_binary,
 )
+from contextkit.loaders.base import Loader
 from contextkit.records import Document
 
 
@@ -78,6 +80,15 @@ def load_jsonl(source: SourceFile, data: bytes) -> LoadResult:
     for item in _records(source, enumerate(_decode(data).split("\n"), start=1)):
         (errors if isinstance(item, LoadError) else docs).append(item)
     return LoadResult(docs, errors)
+
+
+class JsonlLoader(Loader):
+    """BEIR-style JSONL, one document a record; a bad line is an error and the others are kept."""
+
+    suffixes: ClassVar[frozenset[str]] = frozenset({".jsonl"})
+
+    def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
+        return load_jsonl(source, source.path.read_bytes())
 
 
 def iter_jsonl(source: SourceFile) -> Iterator[Document | LoadError]:

@@ -19,9 +19,17 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
-from contextkit.loaders._common import SourceFile, _Failed, _short
+from contextkit.loaders._common import (
+    LoadLimits,
+    LoadResult,
+    SourceFile,
+    _check_parse_size,
+    _Failed,
+    _short,
+)
+from contextkit.loaders.base import Loader
 from contextkit.records import Document
 
 #: Test hook: seconds the worker sleeps before parsing (a stand-in for a parser that hangs).
@@ -43,7 +51,7 @@ def _parse(data: bytes) -> tuple[list[str], str | None]:
         raise
     except RecursionError:
         raise _Failed("corrupt PDF: objects nested too deeply") from None
-    except Exception as exc:  # pypdf raises many unrelated types on bad input
+    except Exception as exc:  # noqa: BLE001 - pypdf raises many unrelated types on bad input
         if isinstance(exc, pypdf.errors.FileNotDecryptedError | pypdf.errors.DependencyError):
             raise _Failed(f"encrypted PDF ({_short(exc)})") from None
         raise _Failed(f"corrupt PDF: {_short(exc)}") from None
@@ -146,6 +154,16 @@ def load_pdf(source: SourceFile, timeout: float | None) -> list[Document]:
     if title and title.strip():
         meta["title"] = title.strip()
     return [Document(source.doc_id, "\n\n".join(pages), str(source.path), meta)]
+
+
+class PdfLoader(Loader):
+    """PDF text, parsed in the worker process within ``limits.pdf_timeout`` (see :class:`PdfWorker`)."""
+
+    suffixes: ClassVar[frozenset[str]] = frozenset({".pdf"})
+
+    def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
+        _check_parse_size(source, limits, "PDF")
+        return LoadResult(load_pdf(source, limits.pdf_timeout), [])
 
 
 if __name__ == "__main__":

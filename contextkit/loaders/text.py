@@ -12,7 +12,7 @@ from __future__ import annotations
 import codecs
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from contextkit.loaders._common import (
     _BINARY_SNIFF,
@@ -21,6 +21,8 @@ from contextkit.loaders._common import (
     _UTF8_BOM,
     LoadError,
     LoadFailure,
+    LoadLimits,
+    LoadResult,
     MiB,
     SourceFile,
     _bad_byte,
@@ -29,10 +31,8 @@ from contextkit.loaders._common import (
     _os_reason,
     _sniff_binary,
 )
+from contextkit.loaders.base import Loader, loader_for
 from contextkit.records import Document
-
-#: Suffixes read by this module besides the prose and code ones: anything not HTML, PDF or JSONL.
-_NOT_TEXT = frozenset({".html", ".htm", ".pdf", ".jsonl"})
 
 
 def text_metadata(suffix: str) -> dict[str, Any]:
@@ -44,6 +44,16 @@ def text_metadata(suffix: str) -> dict[str, Any]:
 
 def load_text(source: SourceFile, data: bytes, suffix: str) -> list[Document]:
     return [Document(source.doc_id, _decode(data), str(source.path), text_metadata(suffix))]
+
+
+class TextLoader(Loader):
+    """Prose (text, Markdown, reStructuredText) and source code, whole; also what reads a file
+    named explicitly whose suffix no loader claims."""
+
+    suffixes: ClassVar[frozenset[str]] = frozenset({*_PROSE_FORMATS, *_CODE_LANGUAGES})
+
+    def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
+        return LoadResult(load_text(source, source.path.read_bytes(), source.path.suffix.lower()), [])
 
 
 @dataclass
@@ -118,8 +128,8 @@ class TextStream:
 
 def open_text_stream(source: SourceFile, block_bytes: int = 4 * MiB) -> TextStream | None:
     """A :class:`TextStream` over ``source``, or None when its format is not plain text
-    (HTML, PDF and JSONL have loaders of their own)."""
-    suffix = source.path.suffix.lower()
-    if suffix in _NOT_TEXT:
+    (HTML, PDF, JSONL and any registered format have loaders of their own)."""
+    loader = loader_for(source.path.suffix)
+    if loader is not None and not isinstance(loader, TextLoader):
         return None
     return TextStream(source, block_bytes)

@@ -1,12 +1,14 @@
 """Retrievers over an index folder: dense (FAISS), sparse (BM25) and hybrid.
 
 All share ``retrieve(query, k, filters=None)`` and the options of
-:class:`~contextkit.retrievers.base.Retriever` (filters, minimum score, MMR, reranker).
+:class:`~contextkit.retrievers.base.Retriever` (filters, minimum score, MMR, reranker);
+:func:`make_retriever` builds one by mode name, :func:`embedder_for` loads an index's own model.
 """
 
 from contextkit.retrievers.base import Filters, RetrievalError, Retriever
 from contextkit.retrievers.bm25 import BM25Retriever
 from contextkit.retrievers.dense import DenseRetriever
+from contextkit.retrievers.factory import embedder_for, make_retriever
 from contextkit.retrievers.hybrid import HybridRetriever, rrf_fuse, weighted_fuse
 from contextkit.retrievers.mmr import mmr_select
 from contextkit.retrievers.rerank import CrossEncoderReranker, Reranker
@@ -20,6 +22,8 @@ __all__ = [
     "Reranker",
     "RetrievalError",
     "Retriever",
+    "embedder_for",
+    "make_retriever",
     "mmr_select",
     "rrf_fuse",
     "weighted_fuse",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import json
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -93,51 +93,121 @@ def _is_number(value: str) -> bool:
 class Retriever(ABC):
     """Base class: subclasses implement :meth:`_candidates`; the options live here.
 
-    Constructor values are defaults that a :meth:`retrieve` call may override.
+    Constructor values (``k``, ``filters`` and the options) are defaults that a
+    :meth:`retrieve` call may override; :meth:`to_dict` / :meth:`from_dict` carry them,
+    with the index's path and the embedder's settings, to another process.
     """
 
     def __init__(self, index: Index, *, min_score: float | None = None, mmr: float | None = None,
-                 reranker: Reranker | None = None, candidates: int = 100) -> None:
+                 reranker: Reranker | None = None, candidates: int = 100, k: int = 10,
+                 filters: Filters | dict[str, Any] | None = None) -> None:
         self.index = index
         self.min_score = min_score
         self.mmr = mmr
         self.reranker = reranker
         self.candidates = candidates
+        self.k = k
+        self.filters = Filters(**filters) if isinstance(filters, dict) else filters
+
+    # ------------------------------------------------------- serialisation
+    def _settings(self) -> dict[str, Any]:
+        """Constructor options besides the index, the embedder and the reranker; a subclass adds its own."""
+        return {"k": self.k, "filters": None if self.filters is None else self.filters.model_dump(),
+                "min_score": self.min_score, "mmr": self.mmr, "candidates": self.candidates}
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type", "index": its folder, **options, "reranker", "embedder"}``, JSON values only.
+
+        The index travels as its path (an open index holds files and locks), the
+        embedder and reranker as their own ``to_dict()``: what :meth:`from_dict` needs
+        to answer the same queries with the same hits in another process.
+        """
+        data: dict[str, Any] = {"type": type(self).__name__, "index": str(self.index.path), **self._settings()}
+        data["reranker"] = None if self.reranker is None else self.reranker.to_dict()
+        embedder = getattr(self, "embedder", None)
+        if embedder is not None:
+            data["embedder"] = embedder.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], index: Index | None = None, embedder: Any = None,
+                  reranker: Reranker | None = None) -> Self:
+        """The retriever ``data`` describes: this class or the subclass its ``"type"`` names
+        (``Retriever.from_dict`` rebuilds any). ``index``, ``embedder`` and ``reranker``, when given,
+        are used as they are; otherwise the index is opened read-only from its path and the others
+        are rebuilt from their dicts. A retriever that embeds no query (BM25) takes no embedder."""
+        from contextkit.embedders import BaseEmbedder
+        from contextkit.index import Index
+        from contextkit.retrievers.rerank import Reranker
+
+        options = dict(data)
+        found = cls._subclass_named(options.pop("type", cls.__name__))
+        path = options.pop("index")
+        embedder_data = options.pop("embedder", None)
+        reranker_data = options.pop("reranker", None)
+        if reranker is None and reranker_data is not None:
+            reranker = Reranker.from_dict(reranker_data)
+        if embedder_data is not None:
+            options["embedder"] = BaseEmbedder.from_dict(embedder_data) if embedder is None else embedder
+        return found(Index.open(path, read_only=True) if index is None else index, reranker=reranker, **options)
+
+    @classmethod
+    def _subclass_named(cls, kind: str) -> type[Self]:
+        """This class or the subclass called ``kind`` (what ``to_dict()["type"]`` names)."""
+        classes: list[type[Self]] = [cls]
+        for found in classes:
+            if found.__name__ == kind:
+                return found
+            classes.extend(found.__subclasses__())
+        raise ValueError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
 
     @abstractmethod
     def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         """``(rowid, score)`` pairs, best first, at most ``n``."""
 
-    def retrieve(self, query: str, k: int = 10, filters: Filters | dict[str, Any] | None = None, *,
+    def retrieve(self, query: str, k: int | None = None, filters: Filters | dict[str, Any] | None = None, *,
                  min_score: float | None = None, mmr: float | None = None) -> list[ScoredChunk]:
-        """The ``k`` best chunks for ``query`` that pass ``filters``, best first."""
+        """The ``k`` best chunks for ``query`` that pass ``filters``, best first (``None``: the constructor's)."""
         if not isinstance(query, str) or not query.strip():
             raise RetrievalError("the query is empty")
+        k = self.k if k is None else k
         if not isinstance(k, int) or k <= 0:
             raise RetrievalError(f"k must be a positive integer, not {k!r}")
-        if isinstance(filters, dict):
-            filters = Filters(**filters)
-        allowed = None if filters is None or filters.is_empty() else filters.allowed_rowids(self.index)
+        allowed = self._allowed(self.filters if filters is None else filters)
         if allowed is not None and len(allowed) == 0:
             return []
         min_score = self.min_score if min_score is None else min_score
         mmr = self.mmr if mmr is None else mmr
-        wide = mmr is not None or self.reranker is not None
+        wide = mmr is not None or self.reranker is not None  # MMR and rerankers choose among more candidates
         hits = self._candidates(query, max(k, self.candidates) if wide else k, allowed)
         if min_score is not None:
             hits = [(r, s) for r, s in hits if s >= min_score]
         if mmr is not None and len(hits) > 1:
-            from contextkit.retrievers.mmr import mmr_select
+            hits = self._diversified(query, hits, k, mmr)
+        return self._scored(query, hits, k)
 
-            query_vec = self._query_vector(query)
-            vectors = self.index.store.vectors_by_rowid([r for r, _ in hits])
-            order = mmr_select(query_vec, vectors, k, lambda_=mmr)
-            hits = [hits[i] for i in order]
+    def _allowed(self, filters: Filters | dict[str, Any] | None) -> np.ndarray | None:
+        """The rowids that pass ``filters`` (a dict is read as :class:`Filters`); None when nothing is filtered."""
+        if isinstance(filters, dict):
+            filters = Filters(**filters)
+        return None if filters is None or filters.is_empty() else filters.allowed_rowids(self.index)
+
+    def _scored(self, query: str, hits: list[tuple[int, float]], k: int) -> list[ScoredChunk]:
+        """The hits' chunks read from the store (a rowid deleted meanwhile is skipped), reranked, cut to ``k``."""
         chunks = self.index.store.chunks_by_rowid(r for r, _ in hits)
         scored = [ScoredChunk(chunks[r], float(s)) for r, s in hits if r in chunks]
         if self.reranker is not None:
             scored = self.reranker.rerank(query, scored)
         return scored[:k]
+
+    def _diversified(self, query: str, hits: list[tuple[int, float]], k: int, mmr: float) -> list[tuple[int, float]]:
+        """The ``k`` hits that MMR picks (relevance against similarity to those already picked)."""
+        from contextkit.retrievers.mmr import mmr_select
+
+        query_vec = self._query_vector(query)
+        vectors = self.index.store.vectors_by_rowid([r for r, _ in hits])
+        order = mmr_select(query_vec, vectors, k, lambda_=mmr)
+        return [hits[i] for i in order]
 
     def _query_vector(self, query: str) -> np.ndarray:
         embedder = getattr(self, "embedder", None)

@@ -57,6 +57,10 @@ class HybridRetriever(Retriever):
         self.fusion, self.rrf_k, self.depth = fusion, rrf_k, depth
         self.weights = [dense_weight, bm25_weight]
 
+    def _settings(self) -> dict[str, Any]:
+        return {**super()._settings(), "fusion": self.fusion, "rrf_k": self.rrf_k, "dense_weight": self.weights[0],
+                "bm25_weight": self.weights[1], "depth": self.depth}
+
     def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         depth = max(n, self.depth)
         runs = [self.dense._candidates(query, depth, allowed), self.sparse._candidates(query, depth, allowed)]

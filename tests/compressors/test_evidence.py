@@ -17,7 +17,8 @@ from contextkit.assembly.sections import EvidenceItem
 from contextkit.compressors._evidence_features import FEATURES, sentence_features
 from contextkit.compressors._evidence_score import load_scorer
 from contextkit.compressors.base import CompressionReport
-from contextkit.compressors.evidence import EvidenceCompressor, lexical_scores, split_sentences
+from contextkit.compressors.evidence import EvidenceCompressor, lexical_scores
+from contextkit.text import split_sentences
 
 
 def sentences(text: str) -> list[str]:
@@ -136,7 +137,7 @@ class TestEvidenceCompressor:
         query = "At what temperature does water boil at sea level?"
         items = [EvidenceItem("w", WATER, source="water.md", score=0.9, doc_id="water"),
                  EvidenceItem("b", BREAD, source="bread.md", score=0.4, doc_id="bread")]
-        out, report = compressor.compress(query, items, target_ratio=3.0)
+        out, report = compressor.compress(items, query, target_ratio=3.0)
         text = {it.id: it.text for it in out}
         assert "At sea level, pure water boils at 100 degrees Celsius." in text["w"]
         assert "Rivers carry sediment" not in text["w"]
@@ -147,7 +148,7 @@ class TestEvidenceCompressor:
     def test_whole_sentences_in_order_with_metadata(self, compressor, cl100k):
         item = EvidenceItem("p", PARIS, source="paris.txt", score=0.7, doc_id="paris", start=100,
                             end=100 + len(PARIS), metadata={"lang": "en"})
-        out, _ = compressor.compress("When was the Eiffel Tower built, and what museum is in Paris?", [item],
+        out, _ = compressor.compress([item], "When was the Eiffel Tower built, and what museum is in Paris?",
                                      target_ratio=2.0)
         (res,) = out
         spans = res.metadata["kept_spans"]
@@ -170,7 +171,7 @@ class TestEvidenceCompressor:
     def test_offsets_kept_for_one_contiguous_run(self, lexical):
         text = "Alpha beta gamma. The answer is forty two. Delta epsilon zeta eta theta iota kappa lambda mu."
         item = EvidenceItem("x", text, doc_id="d", start=10, end=10 + len(text))
-        (res,), _ = lexical.compress("What is the answer?", [item], max_tokens=9)
+        (res,), _ = lexical.compress([item], "What is the answer?", max_tokens=9)
         assert res.text == "The answer is forty two."
         assert text[res.start - 10:res.end - 10] == res.text
 
@@ -178,7 +179,7 @@ class TestEvidenceCompressor:
         copy = WATER + " Extra line at the end of the copy."  # 6 of 7 sentences shared
         items = [EvidenceItem("a", WATER), EvidenceItem("b", copy), EvidenceItem("c", WATER.upper()),
                  EvidenceItem("d", PARIS)]
-        out, report = lexical.compress("water boiling point", items, target_ratio=1.0)
+        out, report = lexical.compress(items, "water boiling point", target_ratio=1.0)
         assert [it.id for it in out] == ["a", "d"]
         assert report.removed["near_duplicate"] == 1 and report.removed["duplicate"] == 1
         assert report.details["dropped"] == {"b": "near duplicate of a", "c": "duplicate of a"}
@@ -187,7 +188,7 @@ class TestEvidenceCompressor:
     def test_repeated_sentence_kept_once(self, lexical):
         shared = "The boiling point of water is 100 degrees Celsius at sea level."
         items = [EvidenceItem("a", f"{shared} Rain falls."), EvidenceItem("b", f"Snow melts. {shared} Fog lifts.")]
-        out, report = lexical.compress("boiling point of water", items, target_ratio=1.2)
+        out, report = lexical.compress(items, "boiling point of water", target_ratio=1.2)
         assert sum(it.text.count(shared) for it in out) == 1
         assert report.details["repeated_sentences"] == 1
 
@@ -197,7 +198,7 @@ class TestEvidenceCompressor:
         comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, weight_lexical=1.0,
                                   min_sentences=min_sentences)
         items = [EvidenceItem("w", WATER), EvidenceItem("b", BREAD), EvidenceItem("p", PARIS)]
-        out, report = comp.compress("water temperature Paris bread", items, max_tokens=cap)
+        out, report = comp.compress(items, "water temperature Paris bread", max_tokens=cap)
         total = sum(cl100k.count(it.text) for it in out)
         assert total == report.output_tokens <= cap
         for it in out:
@@ -210,7 +211,7 @@ class TestEvidenceCompressor:
     @pytest.mark.parametrize("ratio", [1.5, 2.0, 3.0, 4.0])
     def test_target_ratio_met(self, lexical, cl100k, ratio):
         items = [EvidenceItem("w", WATER), EvidenceItem("b", BREAD), EvidenceItem("p", PARIS)]
-        out, report = lexical.compress("water boils at sea level; bread; Paris museums", items, target_ratio=ratio)
+        out, report = lexical.compress(items, "water boils at sea level; bread; Paris museums", target_ratio=ratio)
         total_in = sum(cl100k.count(it.text) for it in items)
         total_out = sum(cl100k.count(it.text) for it in out)
         assert (report.input_tokens, report.output_tokens) == (total_in, total_out)
@@ -219,23 +220,23 @@ class TestEvidenceCompressor:
 
     def test_tight_budget_drops_weakest_items(self, lexical):
         items = [EvidenceItem("w", WATER), EvidenceItem("b", BREAD)]
-        out, report = lexical.compress("how long to knead bread dough", items, max_tokens=14)
+        out, report = lexical.compress(items, "how long to knead bread dough", max_tokens=14)
         assert [it.id for it in out] == ["b"] and "Knead the dough" in out[0].text
         assert report.removed["over_budget"] == 1 and report.fallback and "dropped" in report.fallback
-        out, report = lexical.compress("how long to knead bread dough", items, max_tokens=0)
+        out, report = lexical.compress(items, "how long to knead bread dough", max_tokens=0)
         assert out == [] and report.removed["over_budget"] == 2 and report.output_tokens == 0
 
     def test_irrelevant_item_dropped_with_min_relevance(self, embedder, cl100k):
         comp = EvidenceCompressor(embedder, tokenizer=cl100k, min_relevance=0.25)
         items = [EvidenceItem("w", WATER), EvidenceItem("b", BREAD)]
-        out, report = comp.compress("At what temperature does water boil?", items, target_ratio=2.0)
+        out, report = comp.compress(items, "At what temperature does water boil?", target_ratio=2.0)
         assert [it.id for it in out] == ["w"]
         assert report.removed["irrelevant"] == 1 and report.details["dropped"]["b"].startswith("irrelevant")
 
     def test_keep_first_and_min_sentences(self, lexical, cl100k):
         comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, weight_lexical=1.0,
                                   keep_first=True, min_sentences=2)
-        (res,), _ = comp.compress("Louvre art museum", [EvidenceItem("p", PARIS)], target_ratio=1.5)
+        (res,), _ = comp.compress([EvidenceItem("p", PARIS)], "Louvre art museum", target_ratio=1.5)
         assert res.text.startswith("Paris is the capital of France.") and "Louvre" in res.text
         assert res.metadata["sentences_kept"] >= 2
 
@@ -244,48 +245,48 @@ class TestEvidenceCompressor:
         for weight, expected in ((0.5, "Delta four here."), (-0.5, "Alpha one here.")):
             comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0,
                                       position_weight=weight)
-            (res,), _ = comp.compress("unrelated query words", [EvidenceItem("x", text)], max_tokens=5)
+            (res,), _ = comp.compress([EvidenceItem("x", text)], "unrelated query words", max_tokens=5)
             assert res.text == expected
 
     def test_item_repeating_kept_sentences_is_dropped(self, lexical):
         shared = "The boiling point of water is 100 degrees Celsius at sea level."
         items = [EvidenceItem("a", f"{shared} Rain falls from clouds."), EvidenceItem("b", shared)]
-        out, report = lexical.compress("boiling point of water", items, target_ratio=1.0)
+        out, report = lexical.compress(items, "boiling point of water", target_ratio=1.0)
         assert [it.id for it in out] == ["a"] and report.removed["duplicate"] == 1
         assert report.details["dropped"]["b"].startswith("duplicate")
 
     def test_call_values_override_constructor(self, cl100k):
         comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, target_ratio=1.0)
         items = [EvidenceItem("w", WATER)]
-        _, report = comp.compress("water", items)
+        _, report = comp.compress(items, "water")
         assert report.details["budget_mode"] == "target_ratio" and report.output_tokens == report.input_tokens
-        _, report = comp.compress("water", items, max_tokens=30)
+        _, report = comp.compress(items, "water", max_tokens=30)
         assert report.details["budget_mode"] == "max_tokens" and report.output_tokens <= 30
-        _, report = comp.compress("water", items, target_ratio=4.0)
+        _, report = comp.compress(items, "water", target_ratio=4.0)
         assert report.output_tokens <= report.input_tokens / 4
         with pytest.raises(ValueError, match="not both"):
-            comp.compress("water", items, target_ratio=2.0, max_tokens=10)
+            comp.compress(items, "water", target_ratio=2.0, max_tokens=10)
 
     def test_bad_input(self, lexical, cl100k):
         with pytest.raises(ValueError, match="needs a query"):
-            lexical.compress("", [EvidenceItem("w", WATER)], target_ratio=2.0)
+            lexical.compress([EvidenceItem("w", WATER)], "", target_ratio=2.0)
         with pytest.raises(ValueError, match="needs a query"):
-            lexical.compress("   \n", [EvidenceItem("w", WATER)], target_ratio=2.0)
+            lexical.compress([EvidenceItem("w", WATER)], "   \n", target_ratio=2.0)
         with pytest.raises(ValueError, match="needs a budget"):
-            EvidenceCompressor(None, tokenizer=cl100k).compress("water", [EvidenceItem("w", WATER)])
+            EvidenceCompressor(None, tokenizer=cl100k).compress([EvidenceItem("w", WATER)], "water")
         with pytest.raises(ValueError, match=">= 1.0"):
-            lexical.compress("water", [EvidenceItem("w", WATER)], target_ratio=0.5)
+            lexical.compress([EvidenceItem("w", WATER)], "water", target_ratio=0.5)
         with pytest.raises(ValueError, match="non-negative"):
-            lexical.compress("water", [EvidenceItem("w", WATER)], max_tokens=-1)
+            lexical.compress([EvidenceItem("w", WATER)], "water", max_tokens=-1)
         with pytest.raises(ValueError, match="not both"):
             EvidenceCompressor(None, target_ratio=2.0, max_tokens=10)
         with pytest.raises(ValueError, match="cannot both be 0"):
             EvidenceCompressor(None, weight_embedding=0.0, weight_lexical=0.0)
 
     def test_empty_items_and_empty_texts(self, lexical):
-        out, report = lexical.compress("water", [], target_ratio=2.0)
+        out, report = lexical.compress([], "water", target_ratio=2.0)
         assert out == [] and report.items_in == 0 and report.output_tokens == 0
-        out, report = lexical.compress("water", [EvidenceItem("e", "  \n "), "Water boils at 100 C. Ice melts."],
+        out, report = lexical.compress([EvidenceItem("e", "  \n "), "Water boils at 100 C. Ice melts."], "water",
                                        target_ratio=1.0)
         assert [it.id for it in out] == ["item-1"]  # plain strings are accepted
         assert report.removed["empty"] == 1 and report.details["dropped"]["e"].startswith("empty")
@@ -346,7 +347,7 @@ class TestLearnedScorer:
         path.write_text(json.dumps({"format": "contextkit.evidence_scorer", "version": 1, "features": names,
                                     "weights": [5.0, 0.0], "mean": [0.0, 0.0], "scale": [1.0, 1.0], "bias": 0.0}))
         comp = EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path))
-        (res,), report = comp.compress("stroke risk", [ABSTRACT], max_tokens=14)
+        (res,), report = comp.compress([ABSTRACT], "stroke risk", max_tokens=14)
         assert res.text == "BACKGROUND Hypertension is a leading risk factor for stroke."
         assert report.details["scorer"] == "learned" and comp.to_dict()["weights"] == str(path)
 
@@ -378,7 +379,7 @@ class TestLearnedScorer:
         assert comp.selection == "score"
         assert EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path), selection="density").selection == \
             "density"
-        _, report = comp.compress("Does drug Q lower blood pressure?", [ABSTRACT], target_ratio=2.0)
+        _, report = comp.compress([ABSTRACT], "Does drug Q lower blood pressure?", target_ratio=2.0)
         assert report.details["selection"] == "score"
 
     def test_density_selection_prefers_short_sentences_at_equal_score(self, cl100k):
@@ -387,8 +388,8 @@ class TestLearnedScorer:
         by_score = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0)
         by_density = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0,
                                         selection="density", min_sentences=0)
-        (a,), _ = by_score.compress("water boils", [text], max_tokens=30)
-        (b,), _ = by_density.compress("water boils", [text], max_tokens=30)
+        (a,), _ = by_score.compress([text], "water boils", max_tokens=30)
+        (b,), _ = by_density.compress([text], "water boils", max_tokens=30)
         assert a.metadata["kept_spans"] == [list(split_sentences(text)[0])]  # ties go to the first
         assert b.text == "Water boils at 100 C."
 

@@ -9,10 +9,11 @@ import xml.etree.ElementTree as ET
 import pytest
 from fakes import ScriptedLLM
 
-from contextkit.assembly.context import ContextAssembler
-from contextkit.compressors.history import HistorySummarizer, split_sentences
-from contextkit.compressors.llm import LLMHistorySummarizer
+from contextkit.assembly.context_assembler import ContextAssembler
+from contextkit.compressors.history import HistorySummarizer
+from contextkit.compressors.llm_history import LLMHistorySummarizer
 from contextkit.records import Message
+from contextkit.text import sentence_texts
 
 CHAT = [
     ("user", "Hi! I'm planning a trip to Portugal in the spring."),
@@ -37,8 +38,8 @@ def _chat(n_repeat: int = 1) -> list[Message]:
 
 class TestSplitSentences:
     def test_punctuation_and_lines(self):
-        assert split_sentences("Hi! How are you? Fine.\nNext line") == ["Hi!", "How are you?", "Fine.", "Next line"]
-        assert split_sentences("   ") == []
+        assert sentence_texts("Hi! How are you? Fine.\nNext line") == ["Hi!", "How are you?", "Fine.", "Next line"]
+        assert sentence_texts("   ") == []
 
 
 class TestHistorySummarizer:
@@ -97,6 +98,13 @@ class TestHistorySummarizer:
         huge = Message("user", "My passport number is X1234567. " + "Blah blah words here. " * 20_000)
         result = HistorySummarizer(keep_last=0, summary_max_tokens=50).compress([huge], "passport number")
         assert cl100k.count(result.summary) <= 50 and "X1234567" in result.summary
+
+    def test_decimals_and_abbreviations_stay_whole_in_the_summary(self):
+        # the summariser's old splitter cut this into "Dr." / "Silva, ... take 2." / "5 mg ..."
+        said = "My doctor, Dr. Silva, said to take 2.5 mg of it at 8 p.m. every day."
+        chat = [Message("user", said), Message("assistant", "Noted."), Message("user", "Thanks.")]
+        result = HistorySummarizer(keep_last=1, summary_max_tokens=200).compress(chat, "What dose?")
+        assert f"- user: {said}" in result.summary
 
     def test_round_trip(self):
         s = HistorySummarizer(keep_last=3, summary_max_tokens=99)

@@ -390,6 +390,18 @@ class TestConfigAndReport:
         assert rep.seconds > 0
 
 
+    def test_each_result_carries_its_report(self):
+        r = PIIRedactor()
+        res = r.redact("mail bob@example.com or 10.0.0.1, then bob@example.com")
+        rep = res.report
+        assert isinstance(rep, CompressionReport) and rep.compressor == r.report().compressor
+        assert rep.removed == res.counts == {"EMAIL": 2, "IP": 1}
+        assert rep.items_in == rep.items_out == 1 and rep.details["chars_out"] == len(res.text)
+        assert rep.details["chars_in"] > rep.details["chars_out"] and rep.seconds >= 0
+        assert "bob@" not in rep.model_dump_json()
+        assert res == PIIRedactor().redact("mail bob@example.com or 10.0.0.1, then bob@example.com")
+
+
 class TestProperties:
     PII = ["bob@example.com", "555-123-4567", "+44 20 7946 0958", "4111 1111 1111 1111", "DE89370400440532013000",
            "10.0.0.1", "fe80::1", "AKIAIOSFODNN7EXAMPLE", "password=hunter2", "a8Fk2LmQ9xZ3pR7tY1wBc4Vn",

@@ -1,7 +1,13 @@
 import numpy as np
 import pytest
 
-from contextkit.index import Index, IndexFolderError, IndexLockedError, IndexMismatchError
+from contextkit.index import (
+    Index,
+    IndexFolderError,
+    IndexLockedError,
+    IndexMismatchError,
+)
+from contextkit.index._vector_files import VectorFiles
 from contextkit.records import Chunk
 
 
@@ -166,13 +172,100 @@ class TestIndexUpsert:
             assert len(index) == 3 and len(index.store.chunks_of("doc")) == 3
 
 
+def add_files(index: Index, rng, docs: dict[str, int]) -> None:
+    """One document per file, each file recorded (as ingestion writes them)."""
+    with index.transaction():
+        for doc_id, n in docs.items():
+            index.store.put_document(doc_id, doc_id, doc_id, "sha", 10, {})
+            index.add_chunks(make_chunks(doc_id, n), unit(rng, n), [f"{doc_id}-{i}" for i in range(n)])
+            index.store.put_file(doc_id, "sha", 10, 1)
+
+
+class TestTransaction:
+    """``Index.transaction()``: committed when the block ends, rolled back on an error, not nested (as ``begin``)."""
+
+    def test_commits_when_the_block_ends(self, tmp_path):
+        rng = np.random.default_rng(40)
+        with Index.create(tmp_path / "ix", model="m", dim=16) as index:
+            generation = index.store.generation()
+            add_files(index, rng, {"a": 4, "b": 2})
+            assert not index.store.db.in_transaction and index.store.generation() == generation + 1
+            assert len(index) == 6
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            counts = index.store.counts()
+            assert len(index) == 6 and counts["chunks"] == 6 and counts["files"] == 2 and counts["documents"] == 2
+
+    def test_an_error_rolls_back_everything_and_is_raised(self, tmp_path):
+        rng = np.random.default_rng(41)
+        with Index.create(tmp_path / "ix", model="m", dim=16) as index:
+            add_files(index, rng, {"a": 5, "b": 3})
+            before, generation = index.store.counts(), index.store.generation()
+            query = unit(rng, 1)
+            found = [h.chunk.id for h in index.search(query, 8)[0]]
+            with pytest.raises(RuntimeError, match="boom"), index.transaction():
+                assert index.delete_file("a") == 5
+                index.store.put_document("c", "c", "c", "sha", 10, {})
+                index.add_chunks(make_chunks("c", 2), unit(rng, 2), ["c-0", "c-1"])
+                index.store.put_file("c", "sha", 10, 1)
+                raise RuntimeError("boom")
+            assert not index.store.db.in_transaction
+            assert index.store.counts() == before and index.store.generation() == generation
+            assert len(index) == 8 and [h.chunk.id for h in index.search(query, 8)[0]] == found  # FAISS too
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            counts = index.store.counts()
+            assert len(index) == 8 and counts["files"] == 2 and counts["chunks"] == 8
+
+    def test_does_not_nest_and_refuses_as_begin_does(self, tmp_path):
+        import sqlite3
+
+        rng = np.random.default_rng(42)
+        with Index.create(tmp_path / "ix", model="m", dim=16) as index:
+            with index.transaction():
+                index.store.put_document("a", "a", "a", "sha", 10, {})
+                index.add_chunks(make_chunks("a", 3), unit(rng, 3), ["a-0", "a-1", "a-2"])
+                with pytest.raises(sqlite3.OperationalError) as nested, index.transaction():
+                    pass
+                with pytest.raises(sqlite3.OperationalError) as plain:
+                    index.begin()
+                assert str(nested.value) == str(plain.value)
+                assert index.store.db.in_transaction  # the outer one goes on, unharmed
+            assert len(index) == 3 and index.store.counts()["chunks"] == 3
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            assert len(index) == 3
+            with pytest.raises(IndexFolderError, match="read-only"), index.transaction():
+                pass
+
+    def test_prune_rolls_back_on_an_error(self, tmp_path, monkeypatch):
+        from contextkit.ingestion._steps import prune
+        from contextkit.ingestion._types import IngestReport
+
+        rng = np.random.default_rng(43)
+        with Index.create(tmp_path / "ix", model="m", dim=16) as index:
+            add_files(index, rng, {"a": 4, "b": 3})
+            before = index.store.counts()
+
+            def disk_gave_up() -> int:
+                raise RuntimeError("disk gave up")
+
+            monkeypatch.setattr(index.store, "drop_unused_vectors", disk_gave_up)
+            report = IngestReport(index=str(tmp_path / "ix"))
+            with pytest.raises(RuntimeError, match="disk gave up"):
+                prune(index, [], index.store.file_hashes(), [], report)  # no input left: both files go
+            assert not index.store.db.in_transaction
+            assert index.store.counts() == before and len(index) == 7
+            assert report.chunks_removed == 0 and report.files_removed == 0
+            monkeypatch.undo()
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            assert len(index) == 7 and index.store.counts()["files"] == 2
+
+
 class TestAutoIndexType:
     def test_auto_is_exact_when_small_and_hnsw_when_large(self, tmp_path, monkeypatch):
         import faiss
 
-        from contextkit.index import _index
+        from contextkit.index import _vector_files
 
-        monkeypatch.setattr(_index, "AUTO_HNSW_FROM", 500)
+        monkeypatch.setattr(_vector_files, "AUTO_HNSW_FROM", 500)
         rng = np.random.default_rng(9)
         with Index.create(tmp_path / "ix", model="m", dim=16, index_type="auto") as index:
             fill(index, rng, {"a": 100})
@@ -201,7 +294,7 @@ class TestHNSWChanges:
             add_vectors(index, "base", base)
             add_vectors(index, "gone", gone)
         rebuilds = []
-        monkeypatch.setattr(Index, "_rebuild", lambda self: rebuilds.append(1))
+        monkeypatch.setattr(VectorFiles, "rebuild", lambda self: rebuilds.append(1))
         with Index.open(path) as index:
             index.delete("gone")
             add_vectors(index, "late", late)
@@ -352,8 +445,12 @@ class TestIVFPQ:
 
         import faiss
 
-        from contextkit.index import IndexCorruptError, repair_index, verify_index
-        from contextkit.index import _vector_files
+        from contextkit.index import (
+            IndexCorruptError,
+            _vector_files,
+            repair_index,
+            verify_index,
+        )
 
         src, vecs, _, _ = built
         path = tmp_path / "ix"

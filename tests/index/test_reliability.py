@@ -25,8 +25,14 @@ from typer.testing import CliRunner
 
 import contextkit.cli.index  # noqa: F401  (registers verify / repair on the app)
 from contextkit.cli import app
-from contextkit.index import Index, IndexCorruptError, IndexWriteError, repair_index, verify_index
-from contextkit.index import _verify
+from contextkit.index import (
+    Index,
+    IndexCorruptError,
+    IndexWriteError,
+    _checksums,
+    repair_index,
+    verify_index,
+)
 from contextkit.search import search_index
 
 REPO = Path(__file__).resolve().parents[2]
@@ -205,7 +211,7 @@ class TestWriteFailures:
             def no_space(*args, **kwargs):
                 raise OSError(28, "No space left on device")
 
-            monkeypatch.setattr("contextkit.index._index._atomic_write", no_space)
+            monkeypatch.setattr("contextkit.index._index.atomic_write", no_space)
             with pytest.raises(IndexWriteError, match="could not write manifest.json: the disk is full"):
                 index.save()
             monkeypatch.undo()
@@ -321,8 +327,8 @@ class TestDamage:
 
 class TestChecksumsAndSaves:
     def test_open_checks_large_files_by_size_and_ends_verify_by_every_byte(self, tmp_path, monkeypatch):
-        monkeypatch.setattr(_verify, "FULL_CHECK_ON_OPEN", 1024)
-        monkeypatch.setattr(_verify, "SAMPLE_BYTES", 256)
+        monkeypatch.setattr(_checksums, "FULL_CHECK_ON_OPEN", 1024)
+        monkeypatch.setattr(_checksums, "SAMPLE_BYTES", 256)
         rng = np.random.default_rng(1)
         with Index.create(tmp_path / "ix", model="m", dim=16) as index:
             add(index, rng, "a", 40)  # vectors.faiss ~ 3 KB: over the (patched) full-check limit

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from contextkit.index import Index, IndexFolderError, IndexMismatchError
-from contextkit.index._shards import ShardedIndex, ShardHit
+from contextkit.index.shards import ShardedIndex, ShardHit
 from contextkit.records import Chunk
 
 QUERIES = [

@@ -16,7 +16,7 @@ from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.settings import Settings
 
-from contextkit.assembly.context import ContextAssembler
+from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.integrations.llamaindex.synthesizer import DEFAULT_INSTRUCTIONS, evidence_from_nodes, llm_budget
 from contextkit.records import Message
 

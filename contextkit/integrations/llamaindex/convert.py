@@ -21,10 +21,11 @@ that points at a document but has no offsets, and whose document was not given).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -38,17 +39,21 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
     TextNode,
 )
-from llama_index.core.vector_stores.types import FilterCondition, FilterOperator, MetadataFilters
+from llama_index.core.vector_stores.types import (
+    FilterCondition,
+    FilterOperator,
+    MetadataFilters,
+)
 
 from contextkit.chunking import HeaderTooLargeError
 from contextkit.embedders import Embedder
+from contextkit.errors import ConversionError
 from contextkit.index import Index
 from contextkit.ingestion import FileFailure, IngestConfig, IngestReport
-from contextkit.ingestion._steps import open_index
+from contextkit.ingestion._steps import Records, open_index, write_records
 from contextkit.records import Chunk, Document, ScoredChunk
 from contextkit.retrievers import Filters
 from contextkit.tokenizers import Tokenizer, get_tokenizer
-from contextkit.errors import ConversionError
 
 __all__ = [
     "CHUNK_ID_KEY",
@@ -159,21 +164,7 @@ def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | N
     """
     meta = {k: v for k, v in chunk.metadata.items() if k not in _PER_CHUNK_KEYS} if include_metadata else {}
     meta.update(_bookkeeping(chunk, source))
-    embed_excluded = list(base.excluded_embed_metadata_keys) if base is not None else []
-    llm_excluded = list(base.excluded_llm_metadata_keys) if base is not None else []
-    embed_excluded += [k for k in EMBED_EXCLUDED if k not in embed_excluded]
-    llm_excluded += [k for k in LLM_EXCLUDED if k not in llm_excluded]
-    if base is None:  # no document to inherit from: hide what SimpleDirectoryReader hides by default
-        hidden = [k for k in _READER_HIDDEN if k in meta]
-        if "file_path" in meta and "source" in meta:
-            hidden.append("source")  # the same path again
-        embed_excluded += [k for k in hidden if k not in embed_excluded]
-        llm_excluded += [k for k in hidden if k not in llm_excluded]
-    style: dict[str, str] = {}
-    if base is not None:
-        style = {"metadata_template": base.metadata_template, "metadata_separator": base.metadata_separator}
-        if isinstance(getattr(base, "text_template", None), str):
-            style["text_template"] = base.text_template
+    embed_excluded, llm_excluded = _excluded_keys(meta, base)
     if base_info is None:
         base_info = (base.as_related_node_info() if base is not None
                      else RelatedNodeInfo(node_id=chunk.doc_id, node_type=ObjectType.DOCUMENT))
@@ -186,8 +177,37 @@ def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | N
         excluded_embed_metadata_keys=embed_excluded,
         excluded_llm_metadata_keys=llm_excluded,
         relationships={NodeRelationship.SOURCE: base_info},
-        **style,
+        **_style_of(base),
     )
+
+
+def _add_missing(keys: list[str], more: Iterable[str]) -> None:
+    keys += [k for k in more if k not in keys]
+
+
+def _excluded_keys(meta: Mapping[str, Any], base: BaseNode | None) -> tuple[list[str], list[str]]:
+    """The metadata keys hidden from the embedding model and from the LLM: the document's, then contextkit's."""
+    embed_excluded = list(base.excluded_embed_metadata_keys) if base is not None else []
+    llm_excluded = list(base.excluded_llm_metadata_keys) if base is not None else []
+    _add_missing(embed_excluded, EMBED_EXCLUDED)
+    _add_missing(llm_excluded, LLM_EXCLUDED)
+    if base is None:  # no document to inherit from: hide what SimpleDirectoryReader hides by default
+        hidden = [k for k in _READER_HIDDEN if k in meta]
+        if "file_path" in meta and "source" in meta:
+            hidden.append("source")  # the same path again
+        _add_missing(embed_excluded, hidden)
+        _add_missing(llm_excluded, hidden)
+    return embed_excluded, llm_excluded
+
+
+def _style_of(base: BaseNode | None) -> dict[str, str]:
+    """The document's templates and separator, so its nodes render as it does (none without a document)."""
+    if base is None:
+        return {}
+    style = {"metadata_template": base.metadata_template, "metadata_separator": base.metadata_separator}
+    if isinstance(getattr(base, "text_template", None), str):
+        style["text_template"] = base.text_template
+    return style
 
 
 def nodes_from_chunks(chunks: Iterable[Chunk | ScoredChunk],
@@ -264,9 +284,9 @@ def chunks_from_nodes(nodes: Iterable[BaseNode | NodeWithScore],
     (``Document.source``), not in chunk metadata.
     """
     texts = _document_texts(documents)
-    tok: Tokenizer | None = None
-    seen_per_doc: dict[str, int] = {}
-    search_from: dict[str, int] = {}
+    tokenizer_once = functools.cache(lambda: get_tokenizer(tokenizer))  # loaded only if some count is missing
+    seen_per_doc: dict[Any, int] = {}
+    search_from: dict[Any, int] = {}
     out: list[Chunk] = []
     for item in nodes:
         node = item.node if isinstance(item, NodeWithScore) else item
@@ -275,38 +295,13 @@ def chunks_from_nodes(nodes: Iterable[BaseNode | NodeWithScore],
             log.warning("node %r has no text; skipped", node.node_id)
             continue
         meta = dict(node.metadata or {})
-        doc_id = meta.get(DOC_ID_KEY) or node.ref_doc_id
-        start = getattr(node, "start_char_idx", None)
-        end = getattr(node, "end_char_idx", None)
-        if doc_id is None:
-            doc_id = node.node_id
-            if start is None or end is None:
-                start, end = 0, len(text)
-        elif start is None or end is None:
-            if doc_id not in texts:
-                raise ConversionError(
-                    f"node {node.node_id!r} has no start_char_idx/end_char_idx and its document {doc_id!r} was not "
-                    "given: pass documents=[...] (or {doc_id: text}) so its offsets can be found")
-            found = texts[doc_id].find(text, search_from.get(doc_id, 0))
-            if found < 0:
-                raise ConversionError(f"node {node.node_id!r}: its text does not occur in document {doc_id!r}")
-            start, end = found, found + len(text)
-            search_from[doc_id] = found + 1
-        if end - start != len(text):
-            raise ConversionError(
-                f"node {node.node_id!r}: offsets {start}:{end} do not span its {len(text)} characters of text "
-                "(was the text changed after parsing?)")
+        doc_id, start, end = _locate(node, text, meta, texts, search_from)
         ordinal = meta.get(ORDINAL_KEY)
         if ordinal is None:
             ordinal = seen_per_doc.get(doc_id, 0)
         seen_per_doc[doc_id] = int(ordinal) + 1
         header = meta.get(HEADER_KEY) or ""
-        tokens = meta.get(TOKENS_KEY)
-        total = meta.get(TOTAL_TOKENS_KEY)
-        if tokens is None or (header and total is None):
-            tok = tok or get_tokenizer(tokenizer)
-            tokens = tok.count(text) if tokens is None else tokens
-            total = tok.count(header + text) if header and total is None else total
+        tokens, total = _token_counts(text, header, meta, tokenizer_once)
         out.append(Chunk(
             id=str(meta.get(CHUNK_ID_KEY) or node.node_id),
             doc_id=str(doc_id),
@@ -320,6 +315,51 @@ def chunks_from_nodes(nodes: Iterable[BaseNode | NodeWithScore],
             metadata={k: v for k, v in meta.items() if k not in CONTEXTKIT_KEYS},
         ))
     return out
+
+
+def _locate(node: BaseNode, text: str, meta: Mapping[str, Any], texts: Mapping[str, str],
+            search_from: dict[Any, int]) -> tuple[Any, int, int]:
+    """``(doc_id, start, end)`` of a node's text (see :func:`chunks_from_nodes` for where each comes from)."""
+    doc_id = meta.get(DOC_ID_KEY) or node.ref_doc_id
+    start = getattr(node, "start_char_idx", None)
+    end = getattr(node, "end_char_idx", None)
+    if doc_id is None:
+        doc_id = node.node_id
+        if start is None or end is None:
+            start, end = 0, len(text)
+    elif start is None or end is None:
+        start, end = _find_in_document(node, text, doc_id, texts, search_from)
+    if end - start != len(text):
+        raise ConversionError(
+            f"node {node.node_id!r}: offsets {start}:{end} do not span its {len(text)} characters of text "
+            "(was the text changed after parsing?)")
+    return doc_id, start, end
+
+
+def _find_in_document(node: BaseNode, text: str, doc_id: Any, texts: Mapping[str, str],
+                      search_from: dict[Any, int]) -> tuple[int, int]:
+    """A node without offsets: its text in its document's, searched forward from the previous chunk found."""
+    if doc_id not in texts:
+        raise ConversionError(
+            f"node {node.node_id!r} has no start_char_idx/end_char_idx and its document {doc_id!r} was not "
+            "given: pass documents=[...] (or {doc_id: text}) so its offsets can be found")
+    found = texts[doc_id].find(text, search_from.get(doc_id, 0))
+    if found < 0:
+        raise ConversionError(f"node {node.node_id!r}: its text does not occur in document {doc_id!r}")
+    search_from[doc_id] = found + 1
+    return found, found + len(text)
+
+
+def _token_counts(text: str, header: str, meta: Mapping[str, Any],
+                  tokenizer: Callable[[], Tokenizer]) -> tuple[Any, Any]:
+    """``(token_count, total_tokens)`` from the node's metadata, counted where missing (``total``: None without a header)."""
+    tokens = meta.get(TOKENS_KEY)
+    total = meta.get(TOTAL_TOKENS_KEY)
+    if tokens is None or (header and total is None):
+        tok = tokenizer()
+        tokens = tok.count(text) if tokens is None else tokens
+        total = tok.count(header + text) if header and total is None else total
+    return tokens, total
 
 
 def scored_chunks_from_nodes(nodes: Iterable[NodeWithScore], **options: Any) -> list[ScoredChunk]:
@@ -426,21 +466,12 @@ def _write_batch(batch: list[tuple[Document, list[Chunk]]], index: Index, embedd
     if texts:
         vectors = embedder.embed(texts, keys=keys)
         report.embedding.add(embedder.last_report)
-    index.begin()
-    try:
-        offset = 0
-        for doc, doc_chunks in batch:
-            report.chunks_removed += index.delete_document(doc.id)
-            digest = hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest()
-            index.store.put_document(doc.id, None, doc.source, digest, len(doc.text), doc.metadata)
-            n = len(doc_chunks)
-            index.add_chunks(doc_chunks, vectors[offset : offset + n], keys[offset : offset + n],
-                             store_vectors=False)
-            offset += n
-        index.commit()
-    except BaseException:
-        index.rollback()
-        raise
+    # Through ingestion's own writer: each document replaces the one of its id (no file: LlamaIndex
+    # documents are their own, so ``contextkit ingest --prune`` never takes them for a vanished file).
+    parts = [Records(doc_chunks, [(doc, hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest(),
+                                   len(doc.text))], replace_documents=True)
+             for doc, doc_chunks in batch]
+    report.chunks_removed += write_records(index, parts, vectors, keys)
     report.documents += len(batch)
     report.chunks_added += len(chunks)
     report.tokens += sum(c.token_count for c in chunks)

@@ -37,7 +37,7 @@ last call merged, dropped and cut, and why.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
@@ -54,9 +54,9 @@ from llama_index.core.schema import (
 )
 from pydantic import BaseModel
 
-from contextkit.assembly._fill import truncate_at_sentence
 from contextkit.assembly.passages import Deduplicator, merge_overlapping, normalise_text, order_items
 from contextkit.assembly.sections import EvidenceItem
+from contextkit.text import truncate_at_sentence
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["MERGED_KEY", "TRUNCATED_KEY", "BudgetReport", "ContextBudgetPostprocessor", "NodeReport"]
@@ -175,95 +175,14 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         tok = self._tokenizer()
         rows = [NodeReport(node_id=n.node.node_id, status="kept", score=n.score) for n in nodes]
-
-        def drop(i: int, reason: DropReason | None, detail: str | None = None, status: NodeStatus = "dropped") -> None:
-            rows[i].status, rows[i].reason, rows[i].detail = status, reason, detail
-
-        # The same node twice (two retrievers, a fusion): keep its best-scored copy.
-        best: dict[str, int] = {}
-        for i, n in enumerate(nodes):
-            j = best.get(n.node.node_id)
-            if j is None or _score(n) > _score(nodes[j]):
-                best[n.node.node_id] = i
-        live: list[int] = []
-        for i, n in enumerate(nodes):
-            if best[n.node.node_id] != i:
-                drop(i, "same_node", f"the same node again (kept with score {nodes[best[n.node.node_id]].score})")
-            elif not n.node.get_content(metadata_mode=MetadataMode.NONE).strip():
-                drop(i, "empty")
-            else:
-                live.append(i)
-
+        live = _live(nodes, rows)
         index_of = {nodes[i].node.node_id: i for i in live}
-        items = [_evidence(nodes[i], mergeable=self.merge_passages) for i in live]
-        out: dict[str, NodeWithScore] = {nodes[i].node.node_id: nodes[i] for i in live}
-        if self.merge_passages:
-            items, absorbed = merge_overlapping(items)
-            for gone, into in absorbed.items():
-                drop(index_of[gone], None, f"merged into {into}", status="merged")
-                del out[gone]
-            for item in items:
-                parts = item.metadata.get("merged_ids")
-                if parts:
-                    out[item.id] = _merged(item, [nodes[index_of[p]] for p in parts])
-                    rows[index_of[item.id]].detail = f"merged from {', '.join(parts)}"
-
-        dedup = Deduplicator(self.near_duplicate_threshold) if self.deduplicate else None
-        room = self.token_budget
-        kept: dict[str, _Kept] = {}  # by item id, in the order taken
-        full = False
+        items, out = self._merge(nodes, live, index_of, rows)
+        fit = _Fit(self, tok, rows, index_of, out,
+                   Deduplicator(self.near_duplicate_threshold) if self.deduplicate else None, self.token_budget)
         for item in order_items(items, "score"):  # best first; ties on id
-            i = index_of[item.id]
-            if full:
-                drop(i, "budget", "after the node cut to fit")
-                continue
-            norm = normalise_text(item.text)
-            inside = _holder(norm, kept) if dedup is not None else None
-            if inside is not None:  # all of it is already in a kept node (e.g. a mirror's chunk in a merged run)
-                drop(i, "duplicate", f"repeats {inside}" if norm == kept[inside].norm else f"contained in {inside}")
-                continue
-            dup = dedup.check(item.id, item.text) if dedup is not None else None
-            if dup is not None:
-                drop(i, dup[0], f"repeats {dup[1]}")  # type: ignore[arg-type]
-                continue
-            nws = out[item.id]
-            count = tok.count(nws.node.get_content(metadata_mode=MetadataMode.LLM))
-            held = [k for k in kept.values() if k.norm in norm] if dedup is not None else []
-            if held:  # it holds kept nodes (of another document): it replaces them, or goes
-                freed = sum(k.tokens + self.per_node_overhead for k in held)
-                names = ", ".join(k.item.id for k in held)
-                if count + self.per_node_overhead > room + freed:
-                    drop(i, "duplicate", f"holds {names}, kept; no room for the rest")
-                    continue
-                for k in held:
-                    j = index_of[k.item.id]
-                    drop(j, "duplicate", f"contained in {item.id}, which replaced it")
-                    rows[j].tokens = 0
-                    del kept[k.item.id]
-                room += freed
-                best = max([nws.score, *(k.nws.score for k in held)], key=lambda v: -math.inf if v is None else v)
-                nws = NodeWithScore(node=nws.node, score=best)
-                rows[i].detail = f"replaces {names}, which it holds"
-            elif count + self.per_node_overhead > room:
-                full = True
-                cut = self._cut(nws, room - self.per_node_overhead, tok) if self.truncate else None
-                if cut is None:
-                    drop(i, "budget", f"needs {count} tokens, {max(room - self.per_node_overhead, 0)} left")
-                    continue
-                nws, n = cut
-                norm = normalise_text(nws.node.get_content(metadata_mode=MetadataMode.NONE))
-                inside = _holder(norm, kept) if dedup is not None else None
-                if inside is not None or (dedup is not None and any(k.norm in norm for k in kept.values())):
-                    drop(i, "duplicate", f"cut to fit, it overlaps {inside or 'a kept node'} wholly")
-                    continue
-                rows[i].status = "truncated"
-                note = f"cut at a sentence end: {n} of {count} tokens"
-                rows[i].detail = f"{rows[i].detail}; {note}" if rows[i].detail else note
-                count = n
-            room -= count + self.per_node_overhead
-            rows[i].tokens = count
-            kept[item.id] = _Kept(item, nws, count, norm)
-
+            fit.take(item)
+        kept = fit.kept
         used = sum(k.tokens for k in kept.values())
         ordered = [kept[it.id].nws for it in order_items([_placed_item(k.item, k.nws) for k in kept.values()],
                                                              self.order)]
@@ -271,6 +190,24 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
             budget=self.token_budget, tokenizer=tok.name, order=self.order, nodes_in=len(nodes),
             nodes_out=len(ordered), tokens=used, overhead_tokens=self.per_node_overhead * len(ordered), nodes=rows)
         return ordered
+
+    def _merge(self, nodes: list[NodeWithScore], live: list[int], index_of: dict[str, int],
+               rows: list[NodeReport]) -> tuple[list[EvidenceItem], dict[str, NodeWithScore]]:
+        """The live nodes as evidence items, overlapping ones merged (step 1); and the node each item stands for."""
+        items = [_evidence(nodes[i], mergeable=self.merge_passages) for i in live]
+        out: dict[str, NodeWithScore] = {nodes[i].node.node_id: nodes[i] for i in live}
+        if not self.merge_passages:
+            return items, out
+        items, absorbed = merge_overlapping(items)
+        for gone, into in absorbed.items():
+            _mark(rows, index_of[gone], None, f"merged into {into}", status="merged")
+            del out[gone]
+        for item in items:
+            parts = item.metadata.get("merged_ids")
+            if parts:
+                out[item.id] = _merged(item, [nodes[index_of[p]] for p in parts])
+                rows[index_of[item.id]].detail = f"merged from {', '.join(parts)}"
+        return items, out
 
     def _cut(self, nws: NodeWithScore, room: int, tok: Tokenizer) -> tuple[NodeWithScore, int] | None:
         """The node cut at a sentence end so its LLM content has at most ``room`` tokens (counted exactly)."""
@@ -302,6 +239,131 @@ class _Kept:
     nws: NodeWithScore
     tokens: int
     norm: str  # its text, normalised as the Deduplicator does
+
+
+def _mark(rows: list[NodeReport], i: int, reason: DropReason | None, detail: str | None = None,
+          status: NodeStatus = "dropped") -> None:
+    rows[i].status, rows[i].reason, rows[i].detail = status, reason, detail
+
+
+def _live(nodes: list[NodeWithScore], rows: list[NodeReport]) -> list[int]:
+    """Indices of the nodes worth considering: the same node twice (two retrievers, a fusion)
+    keeps its best-scored copy, and an empty node goes."""
+    best: dict[str, int] = {}
+    for i, n in enumerate(nodes):
+        j = best.get(n.node.node_id)
+        if j is None or _score(n) > _score(nodes[j]):
+            best[n.node.node_id] = i
+    live: list[int] = []
+    for i, n in enumerate(nodes):
+        if best[n.node.node_id] != i:
+            _mark(rows, i, "same_node", f"the same node again (kept with score {nodes[best[n.node.node_id]].score})")
+        elif not n.node.get_content(metadata_mode=MetadataMode.NONE).strip():
+            _mark(rows, i, "empty")
+        else:
+            live.append(i)
+    return live
+
+
+@dataclass
+class _Fit:
+    """Steps 2 and 3 of one call: items taken best first while they fit, duplicates dropped.
+
+    ``kept`` (by item id, in the order taken) never holds two nodes where one's text is
+    inside the other's, and its counts plus the per-node overhead never exceed the budget."""
+
+    post: ContextBudgetPostprocessor
+    tok: Tokenizer
+    rows: list[NodeReport]
+    index_of: dict[str, int]
+    out: dict[str, NodeWithScore]
+    dedup: Deduplicator | None
+    room: int
+    kept: dict[str, _Kept] = field(default_factory=dict)
+    full: bool = False  # a node was cut (or could not be): nothing after it goes in
+
+    def take(self, item: EvidenceItem) -> None:
+        i = self.index_of[item.id]
+        if self.full:
+            _mark(self.rows, i, "budget", "after the node cut to fit")
+            return
+        norm = normalise_text(item.text)
+        if self._repeats(i, item, norm):
+            return
+        nws = self.out[item.id]
+        count = self.tok.count(nws.node.get_content(metadata_mode=MetadataMode.LLM))
+        overhead = self.post.per_node_overhead
+        held = [k for k in self.kept.values() if k.norm in norm] if self.dedup is not None else []
+        if held:  # it holds kept nodes (of another document): it replaces them, or goes
+            replaced = self._replace(i, item, nws, count, held)
+            if replaced is None:
+                return
+            nws = replaced
+        elif count + overhead > self.room:
+            self.full = True
+            cut = self._cut(i, nws, count)
+            if cut is None:
+                return
+            nws, count, norm = cut
+        self.room -= count + overhead
+        self.rows[i].tokens = count
+        self.kept[item.id] = _Kept(item, nws, count, norm)
+
+    def _repeats(self, i: int, item: EvidenceItem, norm: str) -> bool:
+        """Dropped as a duplicate: all of it is in a kept node (e.g. a mirror's chunk in a merged run), or it
+        repeats one (exactly or nearly)."""
+        if self.dedup is None:
+            return False
+        inside = _holder(norm, self.kept)
+        if inside is not None:
+            detail = f"repeats {inside}" if norm == self.kept[inside].norm else f"contained in {inside}"
+            _mark(self.rows, i, "duplicate", detail)
+            return True
+        dup = self.dedup.check(item.id, item.text)
+        if dup is not None:
+            _mark(self.rows, i, dup[0], f"repeats {dup[1]}")  # type: ignore[arg-type]
+            return True
+        return False
+
+    def _replace(self, i: int, item: EvidenceItem, nws: NodeWithScore, count: int,
+                 held: list[_Kept]) -> NodeWithScore | None:
+        """The node in place of the kept nodes it holds, with their best score; None (dropped) when it
+        does not fit even in the room they free."""
+        overhead = self.post.per_node_overhead
+        freed = sum(k.tokens + overhead for k in held)
+        names = ", ".join(k.item.id for k in held)
+        if count + overhead > self.room + freed:
+            _mark(self.rows, i, "duplicate", f"holds {names}, kept; no room for the rest")
+            return None
+        for k in held:
+            j = self.index_of[k.item.id]
+            _mark(self.rows, j, "duplicate", f"contained in {item.id}, which replaced it")
+            self.rows[j].tokens = 0
+            del self.kept[k.item.id]
+        self.room += freed
+        best = max([nws.score, *(k.nws.score for k in held)], key=lambda v: -math.inf if v is None else v)
+        self.rows[i].detail = f"replaces {names}, which it holds"
+        return NodeWithScore(node=nws.node, score=best)
+
+    def _cut(self, i: int, nws: NodeWithScore, count: int) -> tuple[NodeWithScore, int, str] | None:
+        """The node cut at a sentence end to fit what is left: (the cut node, its tokens, its normalised
+        text); None (dropped) when it cannot be cut, or the cut lies wholly in a kept node or holds one."""
+        left = self.room - self.post.per_node_overhead
+        cut = self.post._cut(nws, left, self.tok) if self.post.truncate else None
+        if cut is None:
+            _mark(self.rows, i, "budget", f"needs {count} tokens, {max(left, 0)} left")
+            return None
+        nws, n = cut
+        norm = normalise_text(nws.node.get_content(metadata_mode=MetadataMode.NONE))
+        inside = _holder(norm, self.kept) if self.dedup is not None else None
+        if inside is not None or (self.dedup is not None and any(k.norm in norm for k in self.kept.values())):
+            _mark(self.rows, i, "duplicate", f"cut to fit, it overlaps {inside or 'a kept node'} wholly")
+            return None
+        row = self.rows[i]
+        row.status = "truncated"
+        note = f"cut at a sentence end: {n} of {count} tokens"
+        row.detail = f"{row.detail}; {note}" if row.detail else note
+        return nws, n, norm
 
 
 def _holder(norm: str, kept: dict[str, _Kept]) -> str | None:

@@ -30,7 +30,7 @@ from contextkit.embedders import Embedder
 from contextkit.index import Index
 from contextkit.integrations.llamaindex.convert import filters_from_llamaindex, node_from_chunk
 from contextkit.records import ScoredChunk
-from contextkit.retrievers import BM25Retriever, DenseRetriever, Filters, HybridRetriever, RetrievalError
+from contextkit.retrievers import Filters, RetrievalError, embedder_for, make_retriever
 from contextkit.retrievers.base import Retriever
 
 __all__ = ["ContextKitRetriever", "Mode"]
@@ -95,7 +95,7 @@ class ContextKitRetriever(BaseRetriever):
 
     def _check_embedder(self, embedder: Embedder | None) -> Embedder:
         manifest = self._index.manifest
-        embedder = embedder or Embedder(manifest.model, long_text=manifest.embedder.get("long_text", "window"))
+        embedder = embedder or embedder_for(self._index)
         if embedder.model_name != manifest.model:
             raise RetrievalError(f"{self._path}: built with {manifest.model!r}, the embedder is "
                                  f"{embedder.model_name!r}")
@@ -105,10 +105,7 @@ class ContextKitRetriever(BaseRetriever):
         return embedder
 
     def _make_searcher(self, index: Index) -> Retriever:
-        if self.mode == "bm25":
-            return BM25Retriever(index, **self.options)
-        cls = DenseRetriever if self.mode == "dense" else HybridRetriever
-        return cls(index, self._embedder, **self.options)
+        return make_retriever(self.mode, index, self._embedder, **self.options)
 
     @property
     def index(self) -> Index:

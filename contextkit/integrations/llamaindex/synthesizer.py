@@ -3,7 +3,7 @@
 Drop it into any query engine (``index.as_query_engine(response_synthesizer=...)``
 or ``RetrieverQueryEngine``): the retrieved nodes become evidence items (with
 their scores, ids and character offsets, so overlapping nodes merge), and
-:class:`~contextkit.assembly.context.ContextAssembler` builds one prompt with XML
+:class:`~contextkit.assembly.context_assembler.ContextAssembler` builds one prompt with XML
 sections, the instructions at head and tail, and an exact budget taken from the
 LLM's own ``metadata.context_window`` less ``num_output``. The assembly report
 rides along in ``response.metadata["contextkit"]``.
@@ -19,7 +19,7 @@ from llama_index.core.llms import LLM
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
-from contextkit.assembly.context import ContextAssembler
+from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.assembly.sections import EvidenceItem
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "ContextKitSynthesizer", "evidence_from_nodes", "llm_budget"]

@@ -13,9 +13,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from contextkit.compressors.base import CompressionReport
-from contextkit.compressors.history import HistoryResult, HistorySummarizer, _as_message
+from contextkit.compressors.base import CompressionReport, Compressor
+from contextkit.compressors.history import (
+    HistoryResult,
+    HistorySummarizer,
+    as_messages,
+    split_recent,
+)
 from contextkit.records import Message
+from contextkit.text import truncate_at_sentence
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMHistorySummarizer"]
@@ -29,7 +35,7 @@ DEFAULT_SUMMARY_PROMPT = (
 )
 
 
-class LLMHistorySummarizer:
+class LLMHistorySummarizer(Compressor):
     """Summaries by ``llm`` (any ``llama_index.core.llms.LLM``); falls back to extractive ones."""
 
     name = "llm_history"
@@ -49,18 +55,30 @@ class LLMHistorySummarizer:
         self._cache: dict[tuple[str, int, str | None], str] = {}  # rolling: same turns, same summary
 
     def to_dict(self) -> dict[str, Any]:
+        """The settings; ``llm`` is the model's name only (:meth:`from_dict` takes the LLM itself)."""
         meta = getattr(self.llm, "metadata", None)
         return {"type": "LLMHistorySummarizer", "llm": getattr(meta, "model_name", type(self.llm).__name__),
                 "keep_last": self.keep_last, "summary_max_tokens": self.summary_max_tokens,
-                "retries": self.retries, "backoff_seconds": self.backoff_seconds, "prompt": self.prompt}
+                "retries": self.retries, "backoff_seconds": self.backoff_seconds, "prompt": self.prompt,
+                "tokenizer": self.tokenizer.name}
 
-    def compress(self, messages: list[Message | dict[str, Any]], query: str | None = None, *,
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], **objects: Any) -> LLMHistorySummarizer:
+        """Rebuild from :meth:`to_dict` with ``llm=`` the model to ask (a dict cannot hold one)."""
+        settings = cls._settings(data)
+        settings.pop("llm", None)
+        if "llm" not in objects:
+            raise TypeError("LLMHistorySummarizer.from_dict needs llm=: the LLM to ask (to_dict keeps its name only)")
+        return cls(objects.pop("llm"), **{**settings, **objects})
+
+    def compress(self, items: list[Message | dict[str, Any]], query: str | None = None, *,
                  keep_last: int | None = None, max_tokens: int | None = None) -> HistoryResult:
+        """Like :meth:`HistorySummarizer.compress`, the summary written by the LLM (cached per transcript)."""
         started = time.perf_counter()
-        msgs = [_as_message(m, i) for i, m in enumerate(messages)]
+        msgs = as_messages(items)
         keep = self.keep_last if keep_last is None else keep_last
         cap = self.summary_max_tokens if max_tokens is None else max_tokens
-        older, recent = (msgs[:-keep], msgs[-keep:]) if keep else (msgs, [])
+        older, recent = split_recent(msgs, keep)
         if not older:
             return self.fallback.compress(msgs, query, keep_last=keep, max_tokens=cap)
         transcript = "\n".join(f"{m.role}: {m.content}" for m in older)
@@ -82,8 +100,6 @@ class LLMHistorySummarizer:
         return HistoryResult(summary, recent, report, older)
 
     def _ask(self, transcript: str, query: str | None, cap: int) -> tuple[str | None, str | None, int]:
-        from contextkit.assembly._fill import truncate_at_sentence
-
         header = "Summary of earlier turns: "
         room = cap - self.tokenizer.count(header)
         focus = f"The user's current question is: {query}\nKeep what bears on it first.\n" if query else ""

@@ -53,8 +53,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from contextkit.errors import IndexFolderError, IndexMismatchError
 from contextkit.index._bm25 import BM25Config, BM25Index
-from contextkit.index._index import Index, IndexFolderError, IndexManifest, IndexMismatchError, search_faiss
+from contextkit.index._faiss_kinds import search_faiss
+from contextkit.index._index import Index
+from contextkit.index._manifest import IndexManifest
 from contextkit.records import ScoredChunk
 
 __all__ = ["ShardHit", "ShardedIndex"]
@@ -209,11 +212,10 @@ class ShardedIndex:
         if k <= 0:
             return [[] for _ in queries]
         for s, shard in enumerate(self.shards):
-            if shard._rebuild_needed:
-                shard._rebuild()
+            faiss_index = shard._vectors.searchable()  # with every committed change in it
             if len(shard) == 0:
                 continue
-            scores, ids = search_faiss(shard._faiss, queries, min(k, len(shard)))
+            scores, ids = search_faiss(faiss_index, queries, min(k, len(shard)))
             for q, (row_s, row_i) in enumerate(zip(scores, ids)):
                 per_query[q].extend((-float(d), s, int(i)) for d, i in zip(row_s, row_i) if i >= 0)
         return [[ShardHit(-neg, s, r) for neg, s, r in heapq.nsmallest(k, cands)] for cands in per_query]

@@ -12,9 +12,9 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from contextkit.assembly.assembler import AssemblyResult, assemble
+from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
 from contextkit.assembly.profiles import ModelProfile
 from contextkit.assembly.sections import EvidenceItem, Section, SectionError
 from contextkit.records import Message
@@ -23,25 +23,22 @@ from contextkit.errors import HistoryFileError
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
 
 
-class AssemblerConfig(BaseModel):
-    """Every assembly option, with its default (see :func:`contextkit.assemble`)."""
+class AssemblerConfig(AssemblyOptions):
+    """Every assembly option, with its default (see :func:`contextkit.assemble`).
+
+    The rendering and choosing options are :func:`assemble`'s own (:class:`AssemblyOptions`),
+    declared once there; these fields are what the assembler adds. Unlike ``assemble``'s
+    keywords, a config is validated: it is what constructors, overrides and files give.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
     budget: int | str | None = Field(default=None, description="tokens, or a model profile name")
-    format: Literal["xml", "markdown"] = "xml"
+    # Names, not objects: ``to_dict`` stores the config (assemble() itself also takes a Tokenizer or a Path).
     tokenizer: str | None = Field(default=None, description="default: the profile's, else cl100k_base")
-    evidence_order: Literal["lost_in_the_middle", "score", "document"] = "lost_in_the_middle"
-    restate_instructions: bool = True
-    restate_tag: str = "reminder"
-    merge_passages: bool = True
-    near_duplicate_threshold: float | None = Field(default=0.8, ge=0.0, le=1.0)
-    min_score: float | None = None
+    audit_log: str | None = None
     mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
     k: int | None = Field(default=None, gt=0, description="chunks to retrieve; default: enough to fill the budget")
-    item_tag: str = "document"
-    message_tag: str = "message"
-    keep_text: bool = False
     redact: bool = Field(default=False, description="mask PII in evidence, history and question (PIIRedactor)")
     evidence_min_share: float | None = Field(
         default=None, ge=0.0, le=1.0, description="share of the budget kept for evidence (history and other "
@@ -51,14 +48,6 @@ class AssemblerConfig(BaseModel):
         "its tokens (EvidenceCompressor), so more passages fit")
     summarize_history: bool = Field(default=True, description="condense turns that do not fit (else drop them)")
     summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the history summary")
-    audit_log: str | None = None
-    audit_text: bool = False
-    verify: bool = Field(default=False, description="also recount the prompt in one piece (a second pass)")
-
-
-_ASSEMBLE_OPTIONS = ("format", "tokenizer", "evidence_order", "restate_instructions", "restate_tag",
-                     "merge_passages", "near_duplicate_threshold", "min_score", "item_tag", "message_tag",
-                     "keep_text", "audit_log", "audit_text", "verify")
 
 
 class ContextAssembler:
@@ -87,13 +76,12 @@ class ContextAssembler:
     def retriever(self) -> Any:
         if self._retriever is None and self._index is not None:
             from contextkit.index import Index
-            from contextkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
+            from contextkit.retrievers import make_retriever
 
             index = self._index
             if not isinstance(index, Index):
                 index = self._owned_index = Index.open(index, read_only=True)
-            cls = {"dense": DenseRetriever, "bm25": BM25Retriever, "hybrid": HybridRetriever}[self.config.mode]
-            self._retriever = cls(index)
+            self._retriever = make_retriever(self.config.mode, index)
         return self._retriever
 
     def close(self) -> None:
@@ -122,19 +110,10 @@ class ContextAssembler:
         budget = budget if budget is not None else self.profile or config.budget
         if budget is None:
             raise SectionError("no budget: give a token count or a model profile (budget=... or model=...)")
-        parts: list[Section] = []
-        for name, role, text in (("instructions", "key_instructions", instructions), ("system", "system", system),
-                                 ("task", "task", task), ("knowledge", "domain_knowledge", knowledge)):
-            if text is not None:
-                parts.append(Section(name, role=role, content=text))
+        parts = _text_sections(instructions=instructions, system=system, task=task, knowledge=knowledge)
         items = [EvidenceItem.coerce(v, i) for i, v in enumerate(evidence or [])]
         retriever = retriever or self.retriever
-        if retriever is not None and query:
-            items += self._retrieve(retriever, query, k or config.k, filters, budget)
-        compression = []
-        if items and query and config.compress_evidence:
-            items, pruned = self._compressor(retriever).compress(query, items, target_ratio=config.compress_evidence)
-            compression.append(pruned)
+        items, compression = self._evidence(items, retriever, query, k or config.k, filters, budget, config)
         if items or retriever is not None or evidence is not None:
             parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share))
         if history:
@@ -142,16 +121,33 @@ class ContextAssembler:
         if query is not None:
             parts.append(Section("question", role="question", content=query))
         parts += list(sections or [])
-        options = {name: getattr(config, name) for name in _ASSEMBLE_OPTIONS}
-        if history and config.summarize_history:
-            options["history_summarizer"] = self._summarizer(config)
+        result = assemble(parts, budget, options=config, **self._helpers(config, bool(history)))
+        result.report.compression[:0] = compression
+        return result
+
+    def _evidence(self, items: list[EvidenceItem], retriever: Any, query: str | None, k: int | None,
+                  filters: Any, budget: int | str | ModelProfile,
+                  config: AssemblerConfig) -> tuple[list[EvidenceItem], list[Any]]:
+        """The given items plus what the retriever finds for ``query``, pruned when ``compress_evidence``
+        is set; and the compressor's report (in a list: none when nothing was pruned)."""
+        if retriever is not None and query:
+            items = items + self._retrieve(retriever, query, k, filters, budget)
+        compression = []
+        if items and query and config.compress_evidence:
+            items, pruned = self._compressor(retriever).compress(items, query, target_ratio=config.compress_evidence)
+            compression.append(pruned)
+        return items, compression
+
+    def _helpers(self, config: AssemblerConfig, has_history: bool) -> dict[str, Any]:
+        """The summarizer and the redactor that :func:`assemble` should use for this prompt."""
+        helpers: dict[str, Any] = {}
+        if has_history and config.summarize_history:
+            helpers["history_summarizer"] = self._summarizer(config)
         if config.redact or self.redactor is not None:
             from contextkit.compressors.redact import PIIRedactor
 
-            options["redactor"] = self.redactor or PIIRedactor()  # fresh session per prompt by default
-        result = assemble(parts, budget, **options)
-        result.report.compression[:0] = compression
-        return result
+            helpers["redactor"] = self.redactor or PIIRedactor()  # fresh session per prompt by default
+        return helpers
 
     def _compressor(self, retriever: Any) -> Any:
         if self.evidence_compressor is None:
@@ -177,7 +173,7 @@ class ContextAssembler:
                   budget: int | str | ModelProfile) -> list[EvidenceItem]:
         index = retriever.index
         if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
-            from contextkit.assembly.assembler import resolve_budget
+            from contextkit.assembly.budget import resolve_budget
 
             limit = resolve_budget(budget, self.config.tokenizer)[0]
             size = int(index.manifest.chunker.get("chunk_size") or 256)
@@ -221,6 +217,12 @@ class ContextAssembler:
         return cls(budget, **data, **kwargs)
 
 
+def _text_sections(**texts: str | None) -> list[Section]:
+    """The text sections given (instructions, system, task, knowledge), each with its role."""
+    roles = {"instructions": "key_instructions", "system": "system", "task": "task", "knowledge": "domain_knowledge"}
+    return [Section(name, role=roles[name], content=text) for name, text in texts.items() if text is not None]
+
+
 def load_history(path: str | Path) -> list[Message]:
     """Messages from a JSON-lines file (``{"role": ..., "content": ...}`` per line)."""
     path = Path(path)
@@ -241,7 +243,7 @@ def load_history(path: str | Path) -> list[Message]:
         if not isinstance(data, dict):
             raise HistoryFileError(f"{path}:{number}: expected an object with role and content")
         try:
-            messages.append(Message(**{k: data[k] for k in ("role", "content", "timestamp", "id") if k in data}))
+            messages.append(Message.from_dict(data))
         except (TypeError, ValueError) as exc:
             raise HistoryFileError(f"{path}:{number}: {exc}") from None
     return messages

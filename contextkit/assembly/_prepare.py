@@ -1,0 +1,152 @@
+"""Sections to :class:`SectionFill` s, before any budget is spent.
+
+Preparing is what does not depend on the budget: masking PII, turning messages and
+evidence items into entries, dropping items that can never go in (duplicates, empty,
+below the minimum score), merging overlapping passages, and estimating each item's
+tokens from stored counts so that choosing costs no tokenizer pass.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace as copy_with
+from typing import Any
+
+from contextkit.assembly._fill import SectionFill, _Entry
+from contextkit.assembly.passages import EvidenceOrder, merge_overlapping, order_items
+from contextkit.assembly.render import Renderer
+from contextkit.assembly.sections import EvidenceItem, Section
+from contextkit.records import Message
+from contextkit.tokenizers import Tokenizer
+
+__all__ = ["prepare", "redacted"]
+
+#: An item left out before choosing: (item, status, reason, detail).
+_Early = tuple[EvidenceItem, str, str | None, str | None]
+
+
+def redacted(section: Section, redactor: Any) -> Section:
+    """A copy of ``section`` with PII masked: evidence, history and the question (not instructions)."""
+    if section.items is not None:
+        items = []
+        for item in section.items:
+            masked = redactor.redact(item.text).text
+            items.append(item if masked == item.text else copy_with(
+                item, text=masked, token_count=None, start=None, end=None, doc_id=None))  # offsets no longer fit
+        return copy_with(section, items=items)
+    if section.messages is not None:
+        return copy_with(section, messages=[Message(m.role, redactor.redact(m.content).text, m.timestamp, m.id)
+                                            for m in section.messages])
+    if section.role == "question" and section.content:
+        return copy_with(section, content=redactor.redact(section.content).text)
+    return section
+
+
+def prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: float | None,
+            merge: bool, evidence_order: EvidenceOrder) -> SectionFill:
+    """The section's fill: its escaped text, its messages, or its evidence best first."""
+    fill = SectionFill(section, renderer, tok)
+    if section.content is not None:
+        fill.body = renderer.body(section.content)
+    elif section.messages is not None:
+        fill.entries = _message_entries(section, renderer)
+    else:
+        _add_evidence(fill, list(section.items or []), min_score, merge, evidence_order)
+    return fill
+
+
+def _message_entries(section: Section, renderer: Renderer) -> list[_Entry]:
+    entries = []
+    for i, m in enumerate(section.messages or []):
+        e = _Entry(id=m.id or f"{section.name}#{i}", raw=m.content, escape=renderer.body, attrs={},
+                   body_tokens=None, role=m.role)
+        if not m.content.strip():
+            e.status, e.reason = "dropped", "empty"
+        entries.append(e)
+    return entries
+
+
+def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float | None, merge: bool,
+                  evidence_order: EvidenceOrder) -> None:
+    """Entries for the items left out early (reported), then the candidates best first."""
+    renderer = fill.renderer
+    kept, early = _screen(items, min_score)
+    if merge:
+        kept, absorbed = merge_overlapping(kept)
+        by_id = {it.id: it for it in items}
+        early += [(by_id[a], "merged", None, f"merged into {into}") for a, into in absorbed.items()]
+    kept.sort(key=lambda it: (-(it.score if it.score is not None else float("-inf")), it.id))
+    for item, status, reason, detail in early:
+        fill.entries.append(_Entry(id=item.id, raw="", escape=renderer.body, attrs={}, body_tokens=0,
+                                   source=item.source, score=item.score, status=status, reason=reason,
+                                   detail=detail))
+    counts = {it.id: it.token_count for it in items if it.tokenizer == fill.tokenizer.name
+              and it.token_count is not None}
+    originals = {it.id: it for it in items}
+    escapes = renderer.format == "xml"
+    for item in kept:
+        trusted = _estimate(item, escapes, counts, originals if item.metadata.get("merged_ids") else None)
+        fill.entries.append(_Entry(id=item.id, raw=item.text, escape=renderer.body, attrs=_attributes(item),
+                                   body_tokens=trusted, source=item.source, score=item.score))
+    fill.orderer = _orderer(fill, kept, evidence_order)
+
+
+def _screen(items: list[EvidenceItem], min_score: float | None) -> tuple[list[EvidenceItem], list[_Early]]:
+    """(candidates, items that can never go in): an id given twice, an empty text, a score below the minimum."""
+    early: list[_Early] = []
+    kept: list[EvidenceItem] = []
+    seen_ids: set[str] = set()
+    for item in items:
+        if item.id in seen_ids:
+            early.append((item, "dropped", "duplicate", "the same item given twice"))
+            continue
+        seen_ids.add(item.id)
+        if not item.text.strip():
+            early.append((item, "dropped", "empty", None))
+        elif min_score is not None and item.score is not None and item.score < min_score:
+            early.append((item, "dropped", "below_min_score", f"score below {min_score}"))
+        else:
+            kept.append(item)
+    return kept, early
+
+
+def _attributes(item: EvidenceItem) -> dict[str, str]:
+    attrs = {"id": item.id}
+    if item.source:
+        attrs["source"] = item.source
+    if item.score is not None:
+        attrs["score"] = f"{item.score:.4f}"
+    return attrs
+
+
+def _estimate(item: EvidenceItem, escapes: bool, counts: dict[str, int | None],
+              parts: dict[str, EvidenceItem] | None) -> int | None:
+    """A token estimate from stored chunk counts, so choosing costs no tokenizer pass.
+
+    Only an estimate (the prompt is counted exactly later): a merged passage is
+    scaled by characters from its parts' counts, an escaped one adds two tokens per
+    escape. None (count it) when no stored count applies.
+    """
+    if parts is not None:
+        ids = item.metadata["merged_ids"]
+        if not all(counts.get(i) for i in ids):
+            return None
+        chars = sum(len(parts[i].text) for i in ids)
+        base = round(sum(counts[i] for i in ids) * len(item.text) / max(chars, 1))
+    elif counts.get(item.id) is not None:
+        base = counts[item.id]
+    else:
+        return None
+    return base + 2 * (item.text.count("<") + item.text.count("&")) if escapes else base
+
+
+def _orderer(fill: SectionFill, kept: list[EvidenceItem], mode: EvidenceOrder) -> Callable[[list[int]], list[int]]:
+    """Taken entry indices -> their prompt order under ``mode`` (the entries are kept best first)."""
+    offset = len(fill.entries) - len(kept)
+    position = {id(item): offset + j for j, item in enumerate(kept)}
+
+    def order(included: list[int]) -> list[int]:
+        chosen = [kept[i - offset] for i in included]
+        return [position[id(item)] for item in order_items(chosen, mode)]
+
+    return order

@@ -1,0 +1,178 @@
+"""Spending the budget: share it out between sections, then settle on exact counts.
+
+Choosing runs on estimates; :func:`settle` counts every block exactly and, while the
+prompt is over the budget, asks the lowest-priority section to give tokens back
+(:func:`shrink`), or, while it is under :data:`FILL_TARGET` of it with material left,
+to take more (:func:`grow`). The budget is never exceeded.
+"""
+
+from __future__ import annotations
+
+from contextkit.assembly._fill import SectionFill, _Entry
+from contextkit.assembly.passages import Deduplicator
+from contextkit.errors import BudgetError
+from contextkit.text import truncate_at_sentence
+from contextkit.tokenizers import Tokenizer
+
+__all__ = ["FILL_TARGET", "settle", "share_out"]
+
+FILL_TARGET = 0.99
+
+
+# ------------------------------------------------------------------ sharing
+def share_out(flexible: list[SectionFill], limit: int, room: int, dedup: Deduplicator | None) -> None:
+    """Minimum shares set aside first, then priority order, each up to its maximum share."""
+    reserve = {}
+    for f in flexible:
+        if f.section.min_share:
+            want = min(int(f.section.min_share * limit), f.full_estimate())
+            reserve[f.section.name] = max(0, min(want, room - sum(reserve.values())))
+    for f in flexible:
+        held = sum(v for k, v in reserve.items() if k != f.section.name)
+        cap = room - held
+        if f.section.max_share is not None:
+            cap = min(cap, int(f.section.max_share * limit))
+        f.dedup = dedup if f.section.items is not None else None
+        used = f.fill(max(cap, 0), f.dedup)
+        reserve.pop(f.section.name, None)
+        room -= used
+
+
+# ----------------------------------------------------------------- settling
+def _exact(fills: list[SectionFill], tok: Tokenizer, stable: bool) -> int:
+    todo = [(f, b) for f in fills for b in f.blocks if not b.exact]
+    if todo:
+        for (f, block), n in zip(todo, tok.count_many([b.text for _, b in todo])):
+            block.tokens, block.exact = n, True
+            if block.item is not None and block.body is not None:
+                f.entries[block.item].counted = (block.text, n, block.body)
+    if stable:
+        return sum(b.tokens for f in fills for b in f.blocks)
+    return tok.count("".join(b.text for f in fills for b in f.blocks))
+
+
+def settle(fills: list[SectionFill], flexible: list[SectionFill], limit: int, tok: Tokenizer) -> int:
+    """Exact counts, then give back or take up tokens until the prompt fits and is full."""
+    stable = tok.stable_mask("a\n<b") is not None
+    lowest_first = flexible[::-1]
+    for _ in range(8):
+        total = _exact(fills, tok, stable)
+        if total > limit:
+            if not any(shrink(f, total - limit) for f in lowest_first):
+                raise BudgetError(f"cannot fit the prompt in {limit:,} tokens (at {total:,})")  # pinned-only
+            continue
+        if total < FILL_TARGET * limit and any(grow(f, limit - total) for f in lowest_first):
+            continue
+        return total
+    total = _exact(fills, tok, stable)
+    while total > limit:  # estimates kept missing: give back whole items until it fits
+        if not any(shrink(f, total - limit, whole=True) for f in lowest_first):
+            raise BudgetError(f"cannot fit the prompt in {limit:,} tokens (at {total:,})")
+        total = _exact(fills, tok, stable)
+    return total
+
+
+def shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
+    """Give back at least ``excess`` tokens; False when this section has nothing to give."""
+    if f.body is not None:
+        return _shrink_text(f, excess, whole)
+    taken = [e for e in f.entries if e.status in ("included", "truncated")]
+    if not taken:
+        return False
+    for e in _weakest_first(f, taken):
+        if excess <= 0:
+            break
+        excess = _give_back(f, e, excess, whole)
+    _rebuild(f)  # one rebuild, not one per item
+    return True
+
+
+def _shrink_text(f: SectionFill, excess: int, whole: bool) -> bool:
+    """A text section is cut at a sentence end, or dropped when no cut is short enough (or ``whole``)."""
+    if f.status == "dropped" or not f.blocks:
+        return False
+    current = f.shown if f.shown is not None else f.body
+    body_tokens = f.count(current)
+    shown = None if whole else truncate_at_sentence(current, body_tokens - excess - 2, f.tokenizer)
+    if shown and shown != current:
+        f.shown, f.status, f.reason = shown, "truncated", "budget"
+        f._text_blocks(shown)
+    else:
+        f.status, f.reason, f.blocks = "dropped", "budget", []
+    return True
+
+
+def _weakest_first(f: SectionFill, taken: list[_Entry]) -> list[_Entry]:
+    """Evidence: the lowest-scored first. History: the oldest verbatim turns first, the summary of older ones last."""
+    if f.section.messages is not None:
+        return [e for e in taken if e.role != "summary"] + [e for e in taken if e.role == "summary"]
+    return taken[::-1]
+
+
+def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
+    """Drop ``e`` when the excess is at least its size, else cut it at a sentence end; the excess left."""
+    current = e.shown if e.status == "truncated" else e.body
+    size = e.counted[1] if e.counted is not None and e.counted[2] is current else f.entry_estimate(e, current)
+    shown = None
+    if f.section.messages is None and not whole and size > excess:
+        shown = truncate_at_sentence(current, f.count(current) - excess - 2, f.tokenizer)
+    if shown and shown != current:
+        e.status, e.shown, e.reason = "truncated", shown, "budget"
+        return 0
+    e.status, e.reason, e.shown = "dropped", "budget", None
+    return excess - size
+
+
+def grow(f: SectionFill, room: int) -> bool:
+    """Use ``room`` more tokens on the section's cut item; False when it cannot."""
+    if f.body is not None:
+        return _grow_text(f, room)
+    if f.section.messages is not None:
+        return False
+    cut = next((e for e in f.entries if e.status == "truncated"), None)
+    if cut is None:  # the next item left out for room may fit in part
+        cut = _next_candidate(f)
+        if cut is None:
+            return False
+        shown = truncate_at_sentence(cut.body, room - f.entry_estimate(cut, "") - 2, f.tokenizer)
+    else:
+        shown = truncate_at_sentence(cut.body, f.count(cut.shown) + room - 2, f.tokenizer)
+        if shown and len(shown) <= len(cut.shown):
+            return False
+    if not shown:
+        return False
+    cut.status, cut.shown, cut.reason = ("included", None, None) if shown == cut.body else ("truncated", shown, "budget")
+    _rebuild(f)
+    return True
+
+
+def _grow_text(f: SectionFill, room: int) -> bool:
+    if f.status != "truncated":
+        return False
+    shown = truncate_at_sentence(f.body, f.count(f.shown) + room - 2, f.tokenizer)
+    if not shown or len(shown) <= len(f.shown):
+        return False
+    f.shown = shown
+    if shown == f.body:
+        f.shown, f.status, f.reason = None, "included", None
+    f._text_blocks(shown)
+    return True
+
+
+def _next_candidate(f: SectionFill) -> _Entry | None:
+    """The best item left out for room that repeats nothing already taken."""
+    for e in f.entries:
+        if e.status == "dropped" and e.reason == "budget" and e.detail is None:
+            dup = f.dedup.check(e.id, e.body) if f.dedup is not None else None
+            if dup is None:
+                return e
+            e.reason, e.detail = dup[0], f"repeats {dup[1]}"
+    return None
+
+
+def _rebuild(f: SectionFill) -> None:
+    if any(e.status in ("included", "truncated") for e in f.entries):
+        f._entry_blocks()
+        f.status = "included"
+    else:
+        f.blocks, f.status, f.reason = [], "dropped", "budget"

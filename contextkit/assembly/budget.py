@@ -1,0 +1,267 @@
+"""``assemble``: sections in, one prompt under an exact token budget out.
+
+The order of work:
+
+1. Pinned sections go in whole; if they alone exceed the budget, a
+   :class:`BudgetError` says by how much.
+2. Sections with a ``min_share`` get that much set aside; then sections take
+   what they need in priority order, each up to its ``max_share``. Evidence is
+   taken best first after overlapping passages are merged and duplicates
+   dropped; the first item that does not fit is cut at a sentence end; history
+   is taken newest first, whole turns only.
+3. Every block is counted exactly. Blocks meet at newline-then-tag boundaries,
+   where GPT tokenizers provably restart, so their counts add up to the count
+   of the whole prompt; a tokenizer without that guarantee gets a full recount
+   instead. If the total is over the budget (estimates are only estimates) the
+   lowest-priority section gives tokens back; if under 99% with material left,
+   its cut item grows. The budget is never exceeded.
+
+The module is named for the budget, not ``assemble``: a submodule of that name would
+replace the function :data:`contextkit.assembly.assemble` on the package once imported.
+Preparing the sections lives in ``_prepare.py``, spending and settling in ``_settle.py``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import time
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from contextkit.assembly._fill import SectionFill
+from contextkit.assembly._prepare import prepare, redacted
+from contextkit.assembly._settle import settle, share_out
+from contextkit.assembly.passages import Deduplicator, EvidenceOrder
+from contextkit.assembly.profiles import ModelProfile, get_profile
+from contextkit.assembly.render import Renderer
+from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
+from contextkit.assembly.sections import Section, SectionError
+from contextkit.errors import BudgetError
+from contextkit.tokenizers import Tokenizer, get_tokenizer
+
+__all__ = ["AssemblyOptions", "AssemblyResult", "BudgetError", "assemble", "resolve_budget"]
+
+
+class AssemblyResult(NamedTuple):
+    prompt: str
+    report: AssemblyReport
+
+    def __str__(self) -> str:
+        return self.prompt
+
+
+class AssemblyOptions(BaseModel):
+    """How :func:`assemble` renders and chooses: each field is one of its keywords, with its default.
+
+    Declared here once: :func:`assemble` takes them as keywords (or one record as
+    ``options=``), and :class:`~contextkit.AssemblerConfig` extends this record with what
+    the assembler adds (retrieval, history, compression). :func:`assemble` does not
+    validate a record (``model_copy``): a bad value fails where it is used, as it always did.
+    """
+
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+    format: Literal["xml", "markdown"] = "xml"
+    tokenizer: str | Tokenizer | None = Field(default=None, description="default: the profile's, else cl100k_base")
+    evidence_order: EvidenceOrder = "lost_in_the_middle"
+    restate_instructions: bool = True
+    restate_tag: str = "reminder"
+    merge_passages: bool = True
+    near_duplicate_threshold: float | None = Field(default=0.8, ge=0.0, le=1.0)
+    min_score: float | None = None
+    item_tag: str = "document"
+    message_tag: str = "message"
+    keep_text: bool = False
+    verify: bool = Field(default=False, description="also recount the prompt in one piece (a second pass)")
+    audit_log: str | Path | None = None
+    audit_text: bool = False
+
+
+_DEFAULTS = AssemblyOptions()
+
+
+def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer | None = None
+                   ) -> tuple[int, ModelProfile | None, Tokenizer]:
+    """A token count or a model profile (name or object) -> (tokens, profile, tokenizer)."""
+    profile = None
+    if isinstance(budget, bool) or budget is None:
+        raise BudgetError(f"a budget is a token count or a model profile, not {budget!r}")
+    if isinstance(budget, int):
+        limit = budget
+    else:
+        profile = get_profile(budget)
+        limit = profile.prompt_budget
+    if limit <= 0:
+        raise BudgetError(f"the budget must be a positive number of tokens, not {limit}")
+    name = tokenizer if tokenizer is not None else profile.tokenizer if profile else "cl100k_base"
+    return limit, profile, get_tokenizer(name)
+
+
+def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, history_summarizer: Any = None,
+             redactor: Any = None, options: AssemblyOptions | None = None, **overrides: Any) -> AssemblyResult:
+    """Build one prompt from ``sections`` that fits ``budget`` tokens.
+
+    The keywords are the fields of :class:`AssemblyOptions` (``format``, ``tokenizer``,
+    ``evidence_order``...), given one by one or as one ``options`` record (keywords win).
+    ``history_summarizer`` (e.g. :class:`~contextkit.compressors.HistorySummarizer`)
+    condenses the turns of a history section that do not fit into one summary
+    entry; without it those turns are dropped and reported. ``redactor`` (e.g.
+    :class:`~contextkit.compressors.redact.PIIRedactor`) masks personal data in the
+    evidence, the history and the question first. ``verify=True`` also recounts the final prompt in one piece and checks it
+    against the block sum (a second full pass; the tests do this).
+    """
+    started = time.perf_counter()
+    opts = _options(options, overrides)
+    limit, profile, tok = resolve_budget(budget, opts.tokenizer)
+    if opts.format not in ("xml", "markdown"):
+        raise SectionError(f"format must be 'xml' or 'markdown', not {opts.format!r}")
+    renderer = Renderer(opts.format, item_tag=opts.item_tag, message_tag=opts.message_tag)
+    fills = _prepare_all(list(sections), renderer, tok, opts, redactor)
+    notes = [f"section {f.section.name!r} is empty" for f in fills if f.body is None and not f.entries]
+    _hand_history(fills, history_summarizer)
+    flexible = _spend(fills, limit, opts)
+    total = settle(fills, flexible, limit, tok)
+    for f in fills:
+        f.release(opts.keep_text)
+    prompt = "".join(b.text for f in fills for b in f.blocks)
+    if opts.verify:
+        recount = tok.count(prompt)
+        if recount != total:
+            raise AssertionError(f"block sum {total} != recount {recount}: please report this as a bug")
+    report = _report(fills, prompt, total, limit, profile, tok, opts, notes, started)
+    if redactor is not None:
+        report.compression.append(redactor.report())
+    if opts.audit_log is not None:
+        report.append_to_log(opts.audit_log, include_text=opts.audit_text)
+    return AssemblyResult(prompt, report)
+
+
+def _with_option_keywords(fn: Any) -> Any:
+    """Show every option in ``help(assemble)`` and the reference, with its default, in place of ``**overrides``."""
+    sig = inspect.signature(fn)
+    params = [p for p in sig.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params += [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=field.default,
+                                 annotation=AssemblyOptions.__annotations__[name])
+               for name, field in AssemblyOptions.model_fields.items()]
+    fn.__signature__ = sig.replace(parameters=params)
+    return fn
+
+
+_with_option_keywords(assemble)
+
+
+def _options(options: AssemblyOptions | None, overrides: dict[str, Any]) -> AssemblyOptions:
+    """The record with the keywords applied; an unknown keyword is a ``TypeError``, as for any function."""
+    unknown = sorted(set(overrides) - set(AssemblyOptions.model_fields))
+    if unknown:
+        raise TypeError(f"assemble() got an unexpected keyword argument {unknown[0]!r}")
+    base = options if options is not None else _DEFAULTS
+    return base.model_copy(update=overrides) if overrides else base
+
+
+# --------------------------------------------------------------- the steps
+def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, opts: AssemblyOptions,
+                 redactor: Any) -> list[SectionFill]:
+    """One fill per section in layout order (PII masked first), and the restated instructions."""
+    names = [s.name for s in sections]
+    if len(set(names)) != len(names):
+        raise SectionError(f"section names must be unique: {sorted({n for n in names if names.count(n) > 1})}")
+    order = sorted(range(len(sections)), key=lambda i: (sections[i].layout_rank, i))
+    if redactor is not None:
+        sections = [redacted(s, redactor) for s in sections]
+    fills = [prepare(sections[i], renderer, tok, opts.min_score, opts.merge_passages, opts.evidence_order)
+             for i in order]
+    keys = [f for f in fills if f.section.role == "key_instructions" and f.body]
+    if opts.restate_instructions and keys:
+        fills.append(prepare(Section(name="reminder", role="reminder", pinned=True, tag=opts.restate_tag,
+                                     content="\n\n".join(f.section.content for f in keys)),
+                             renderer, tok, None, False, opts.evidence_order))
+    return fills
+
+
+def _hand_history(fills: list[SectionFill], history_summarizer: Any) -> None:
+    """History sections get the summarizer and the question (what the summary should keep)."""
+    question = "\n".join(f.section.content for f in fills if f.section.role == "question" and f.section.content)
+    for f in fills:
+        if f.section.messages is not None:
+            f.summarizer, f.query = history_summarizer, question or None
+
+
+def _spend(fills: list[SectionFill], limit: int, opts: AssemblyOptions) -> list[SectionFill]:
+    """Pinned sections in whole (or a :class:`BudgetError`), then the rest shared out; the rest, by priority."""
+    needed = {f.section.name: f.fill_all() for f in fills if f.section.pinned}
+    if sum(needed.values()) > limit:
+        detail = ", ".join(f"{n} {t:,}" for n, t in needed.items())
+        raise BudgetError(f"the pinned sections need {sum(needed.values()):,} tokens ({detail}) but the budget "
+                          f"is {limit:,}: over by {sum(needed.values()) - limit:,}")
+    flexible = sorted((f for f in fills if not f.section.pinned),
+                      key=lambda f: (-f.section.priority, f.section.layout_rank, f.section.name))
+    share_out(flexible, limit, limit - sum(needed.values()),
+              Deduplicator(opts.near_duplicate_threshold) if opts.merge_passages else None)
+    return flexible
+
+
+# ------------------------------------------------------------------- report
+def _item_report(**values: Any) -> ItemReport:
+    """``model_construct`` without its per-call field walk: a million-token prompt has
+    thousands of items, and these values are ours, already valid."""
+    obj = ItemReport.__new__(ItemReport)
+    object.__setattr__(obj, "__dict__", values)
+    object.__setattr__(obj, "__pydantic_fields_set__", set(values))
+    object.__setattr__(obj, "__pydantic_extra__", None)
+    object.__setattr__(obj, "__pydantic_private__", None)
+    return obj
+
+
+def _sha256(block_lists: Iterable[Any]) -> str:
+    """The prompt's SHA-256, block by block: encoding a 4M-character prompt at once costs
+    up to 4 bytes per character of transient memory."""
+    h = hashlib.sha256()
+    for blocks in block_lists:
+        for b in blocks:
+            h.update(b.text.encode("utf-8"))
+    return h.hexdigest()
+
+
+def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profile: ModelProfile | None,
+            tok: Tokenizer, opts: AssemblyOptions, notes: list[str], started: float) -> AssemblyReport:
+    sections, items = [], []
+    offset = 0
+    for f in fills:
+        start = offset
+        offset += sum(len(b.text) for b in f.blocks)
+        sections.append(_section_report(f, start, offset, items, opts.keep_text))
+    return AssemblyReport(
+        budget=limit, model=profile.name if profile else None, tokenizer=tok.name,
+        exact_tokenizer=profile.exact_tokenizer if profile else True, format=opts.format, tokens=total,
+        characters=len(prompt), budget_used_percent=round(100.0 * total / limit, 3),
+        estimated_cost_usd=profile.cost(total) if profile else None, seconds=time.perf_counter() - started,
+        prompt_sha256=_sha256(f.blocks for f in fills), sections=sections, items=items,
+        notes=notes, compression=[r for f in fills for r in f.compression])
+
+
+def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport], keep_text: bool) -> SectionReport:
+    """The section's report; its items' reports are appended to ``items``."""
+    s = f.section
+    block_tokens: dict[int, int] = {b.item: b.tokens for b in f.blocks if b.item is not None}
+    counts = {"included": 0, "truncated": 0, "dropped": 0, "summarized": 0}
+    for i, e in enumerate(f.entries):
+        status = e.status if e.status != "pending" else "dropped"
+        if status in counts:
+            counts[status] += 1
+        text = (e.shown if e.status == "truncated" else e.body) if keep_text and status != "dropped" else None
+        items.append(_item_report(
+            id=e.id, section=s.name, source=e.source, score=e.score, status=status, reason=e.reason,
+            detail=e.detail, tokens=block_tokens.get(i, 0), text=text))
+    status = f.status if f.status != "pending" else "included"
+    if f.entries and counts["truncated"]:
+        status = "truncated"
+    return SectionReport(
+        name=s.name, role=s.role, tag=s.tag, priority=s.priority, pinned=s.pinned,
+        tokens=sum(b.tokens for b in f.blocks), start=start, end=end, status=status, reason=f.reason,
+        items_included=counts["included"], items_truncated=counts["truncated"],
+        items_dropped=counts["dropped"] + counts["summarized"])

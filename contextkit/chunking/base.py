@@ -1,0 +1,66 @@
+"""The chunker role: documents in, chunks out, settings that travel as a dict.
+
+Every chunker is a :class:`Chunker`: one obvious method, :meth:`Chunker.chunk`,
+whose constructor values are defaults a call may override; :meth:`Chunker.chunk_many`
+for a list (serial by default, a subclass may parallelise); and :meth:`Chunker.to_dict`
+/ :meth:`Chunker.from_dict` so the same chunker can be rebuilt in a worker process,
+on a Ray node or from an index's record. ``to_dict()`` always names the class under
+``"type"``, so a reader of a stored dict knows which chunker it describes.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any, Self
+
+from contextkit.records import Chunk, Document
+
+__all__ = ["Chunker"]
+
+
+class Chunker(ABC):
+    """Base class of the chunkers: implement :meth:`chunk` and :meth:`_settings`.
+
+    A subclass gets :meth:`chunk_many`, :meth:`to_dict`, :meth:`from_dict`, :meth:`close`
+    and the context manager for free, so code written against the role (ingestion's
+    chunking step calls ``chunk_many``, then ``chunk`` to find a failing document) takes any.
+    """
+
+    @abstractmethod
+    def chunk(self, document: Document | str, **overrides: Any) -> list[Chunk]:
+        """The chunks of one document; ``overrides`` replace constructor values for this call."""
+
+    @abstractmethod
+    def _settings(self) -> dict[str, Any]:
+        """The constructor arguments that rebuild this chunker (JSON values only)."""
+
+    def chunk_many(self, documents: Iterable[Document], workers: int = 1) -> list[list[Chunk]]:
+        """The chunks of each document, in order. ``workers`` is a hint: this default runs serially."""
+        return [self.chunk(doc) for doc in documents]
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"type": class name, **settings}``: what :meth:`from_dict` takes back."""
+        return {"type": type(self).__name__, **self._settings()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Self:
+        """The chunker ``data`` describes: this class or the subclass its ``"type"`` names
+        (``Chunker.from_dict`` rebuilds any); a missing ``"type"`` means this class (older records)."""
+        settings = dict(data)
+        kind = settings.pop("type", cls.__name__)
+        classes: list[type[Self]] = [cls]
+        for found in classes:
+            if found.__name__ == kind:  # a subclass's own from_dict may check more
+                return found(**settings) if found is cls else found.from_dict(data)
+            classes.extend(found.__subclasses__())
+        raise ValueError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
+
+    def close(self) -> None:
+        """Release what the chunker holds (worker processes); nothing by default."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

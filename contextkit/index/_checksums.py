@@ -1,0 +1,100 @@
+"""Checksums of the derived files, and cheap looks at file headers (see :mod:`.verify` for when each runs).
+
+A leaf of the package: ``Index.open``, ``Index.save`` and ``verify`` all check files the same
+way, and none of them has to import another to do it. The costs behind the two limits below
+are in :mod:`contextkit.index.verify`'s docstring.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+__all__ = ["FULL_CHECK_ON_OPEN", "SAMPLE_BYTES", "FileSum", "check_file", "faiss_header_count", "file_sum",
+           "sqlite_header_problem"]
+
+#: Bytes read from each end of a file for its sample hash.
+SAMPLE_BYTES = 1 << 20
+#: Files up to this size are fully hashed on every open; larger ones by their sample hash.
+FULL_CHECK_ON_OPEN = 8 << 20
+
+
+class FileSum(BaseModel):
+    """What ``manifest.json`` records of one derived file."""
+
+    size: int
+    sha256: str
+    sample_sha256: str = Field(description="sha256 of the size (8 bytes LE), the first and the last MiB")
+
+
+def _full_sha256(path: Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
+def _sample_sha256(path: Path, size: int) -> str:
+    h = hashlib.sha256(size.to_bytes(8, "little"))
+    with open(path, "rb") as fh:
+        if size <= 2 * SAMPLE_BYTES:
+            h.update(fh.read())
+        else:
+            h.update(fh.read(SAMPLE_BYTES))
+            fh.seek(size - SAMPLE_BYTES)
+            h.update(fh.read(SAMPLE_BYTES))
+    return h.hexdigest()
+
+
+def file_sum(path: Path, sha256: str | None = None) -> FileSum:
+    """Size and hashes of ``path`` (``sha256`` when the caller hashed it while writing)."""
+    size = path.stat().st_size
+    return FileSum(size=size, sha256=sha256 or _full_sha256(path), sample_sha256=_sample_sha256(path, size))
+
+
+def check_file(path: Path, recorded: FileSum, full: bool) -> str | None:
+    """What is wrong with ``path`` against its record, or None. ``full``: hash every byte."""
+    if not path.is_file():
+        return "missing"
+    size = path.stat().st_size
+    if size != recorded.size:
+        return f"{size} bytes, manifest.json records {recorded.size} (truncated or overwritten)"
+    if full or size <= FULL_CHECK_ON_OPEN:
+        if _full_sha256(path) != recorded.sha256:
+            return "content differs from the SHA-256 in manifest.json (bit flip or overwritten)"
+    elif _sample_sha256(path, size) != recorded.sample_sha256:
+        return "first or last MiB differs from the hash in manifest.json (overwritten)"
+    return None
+
+
+def sqlite_header_problem(path: Path) -> str | None:
+    """A cheap look at a SQLite file's header: not SQLite, or shorter than its page count says."""
+    size = path.stat().st_size
+    wal = path.with_name(path.name + "-wal")
+    wal_size = wal.stat().st_size if wal.is_file() else 0
+    if size == 0:
+        return "empty file (0 bytes)"
+    with open(path, "rb") as fh:
+        head = fh.read(100)
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
+        return f"not a SQLite database ({size} bytes, no SQLite header)"
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    # The page count is valid when the change counter matches "version-valid-for"; with a WAL
+    # pending, the file may legitimately be shorter (a checkpoint was interrupted), so skip then.
+    if wal_size == 0 and pages and head[24:28] == head[92:96] and size < pages * page_size:
+        return f"truncated: {size} bytes, its header says {pages} pages of {page_size} bytes"
+    return None
+
+
+def faiss_header_count(path: Path) -> int | None:
+    """The vector count in a FAISS ``IndexIDMap``/``IndexIDMap2`` file's header, read without FAISS."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(16)
+    except OSError:
+        return None
+    if len(head) < 16 or head[:4] not in (b"IxM2", b"IxMp"):
+        return None
+    return int.from_bytes(head[8:16], "little", signed=True)

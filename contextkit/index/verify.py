@@ -1,0 +1,413 @@
+"""Integrity of an index folder: checksums and ``verify`` (``repair`` is in :mod:`.repair`).
+
+What is checked, and when
+-------------------------
+``store.sqlite`` is the source of truth (files, documents, chunks, vectors); every
+other file is derived from it and stamped with the store's *generation*:
+
+* ``vectors.faiss`` and every file of ``bm25/``: :meth:`Index.save` records each
+  one's size, SHA-256 and a *sample* SHA-256 (its size, first MiB and last MiB) in
+  ``manifest.json``. :meth:`Index.open` compares sizes and hashes before reading
+  anything: the full SHA-256 for files up to :data:`FULL_CHECK_ON_OPEN` (8 MiB),
+  the sample hash for larger ones, so opening a 15 GB FAISS file (10M vectors of
+  384 floats) costs two 1 MiB reads (~2 ms), not a full hash (~27 s at the 560 MB/s
+  SHA-256 of a 2-core machine) on top of FAISS's own read. A truncated or extended file
+  is always caught on open (its size); a bit flip in the middle of a file over
+  8 MiB is caught by ``contextkit verify``, which hashes every byte.
+* ``store.sqlite`` changes between saves (SQLite WAL), so no checksum of it is
+  kept. :meth:`Index.open` checks its header (magic, page count against the file
+  size when no WAL is pending) and its generation against the manifest's (a store
+  older than the manifest was replaced or restored); ``verify`` runs
+  ``PRAGMA integrity_check`` and checks that every chunk has a vector of the
+  right size. A damaged store cannot be rebuilt from anything else: ``repair``
+  says so and changes nothing.
+* ``manifest.json`` must parse and validate; the store keeps a copy of its
+  settings (model, dimension, chunker...), so ``repair`` can restore a lost or
+  damaged manifest.
+
+Derived files whose generation lags the store (a write was interrupted: crash,
+kill, full disk) are not damaged: :meth:`Index.open` rebuilds them (in memory
+when read-only). ``verify`` reports them as ``stale`` (so every read-only open
+pays that rebuild until the next write or ``repair``).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, Field
+
+from contextkit.index._bm25 import BM25Index
+from contextkit.index._checksums import check_file, sqlite_header_problem
+from contextkit.index._disk import LEFTOVERS
+from contextkit.index._faiss_kinds import DELTA_FILES
+from contextkit.index._manifest import (
+    SETTINGS_FIELDS,
+    IndexManifest,
+    connect_ro,
+    describe_invalid,
+    settings_copy,
+)
+
+__all__ = ["FileCheck", "Status", "VerifyReport", "verify_index"]
+
+Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy"]
+PROBLEMS = frozenset({"missing", "corrupt", "stale", "mismatch"})
+_UNREPAIRABLE = "the records store is the source of truth and cannot be rebuilt: restore a backup or re-ingest"
+
+
+class FileCheck(BaseModel):
+    file: str
+    status: Status
+    detail: str = ""
+    repairable: bool | None = None
+
+    @property
+    def problem(self) -> bool:
+        return self.status in PROBLEMS
+
+
+class VerifyReport(BaseModel):
+    index: str
+    full: bool = True
+    checks: list[FileCheck] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(c.problem for c in self.checks)
+
+    @property
+    def problems(self) -> list[FileCheck]:
+        return [c for c in self.checks if c.problem]
+
+    def add(self, file: str, status: Status, detail: str = "", repairable: bool | None = None) -> FileCheck:
+        check = FileCheck(file=file, status=status, detail=detail, repairable=repairable)
+        self.checks.append(check)
+        return check
+
+    def to_dict(self) -> dict:
+        return {"index": self.index, "ok": self.ok, "full": self.full,
+                "checks": [c.model_dump() for c in self.checks]}
+
+
+@dataclass
+class _Store:
+    """What the store check learnt: the open connection (None when unreadable), its generation and chunks."""
+
+    db: sqlite3.Connection | None = None
+    generation: int | None = None
+    chunks: int | None = None
+
+
+def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
+    """Check every file of the index at ``path``; changes nothing.
+
+    ``full``: hash every byte of the derived files and run ``PRAGMA integrity_check``;
+    otherwise the sample hashes of :meth:`Index.open` and ``PRAGMA quick_check``.
+    The checks run in this order, each reported as it goes: the folder and its writer,
+    the manifest read, the store, the manifest against the store, the derived files, leftovers.
+    """
+    folder = Path(path)
+    report = VerifyReport(index=str(folder), full=full)
+    if not folder.is_dir():
+        report.add("(folder)", "missing", f"{folder} is not a folder")
+        return report
+    if _writer_active(folder):
+        report.add(".lock", "busy", "a writer holds the index: what follows may change while it runs")
+    manifest = _read_manifest(folder, report)
+    store = _check_store(folder, manifest, full, report)
+    try:
+        _check_manifest(manifest, store, report)
+        _check_derived(folder, manifest, store, full, report)
+    finally:
+        if store.db is not None:
+            store.db.close()
+    for name in LEFTOVERS:
+        if (folder / name).exists():
+            report.add(name, "leftover", "left by an interrupted save; harmless, removed by the next write")
+    return report
+
+
+def _writer_active(folder: Path) -> bool:
+    lock = folder / ".lock"
+    if not lock.is_file():
+        return False
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases the lock if we took it
+    return False
+
+
+def _read_manifest(folder: Path, report: VerifyReport) -> IndexManifest | None:
+    path = folder / "manifest.json"
+    if not path.is_file():
+        report.add("manifest.json", "missing", "no manifest.json: not an index, or its manifest was lost",
+                   repairable=None)
+        return None
+    try:
+        manifest = IndexManifest.model_validate_json(path.read_bytes())
+    except ValueError as exc:
+        report.add("manifest.json", "corrupt", f"unreadable ({describe_invalid(exc)})", repairable=None)
+        return None
+    return manifest
+
+
+# ------------------------------------------------------------------ store
+def _check_store(folder: Path, manifest: IndexManifest | None, full: bool, report: VerifyReport) -> _Store:
+    """``store.sqlite``: header, integrity pragma, and a vector of the right size for every chunk."""
+    path = folder / "store.sqlite"
+    store = _Store()
+    if not path.is_file():
+        report.add("store.sqlite", "missing", f"no records store; {_UNREPAIRABLE}", repairable=False)
+        return store
+    if problem := sqlite_header_problem(path):
+        report.add("store.sqlite", "corrupt", f"{problem}; {_UNREPAIRABLE}", repairable=False)
+        return store
+    try:
+        store.db = connect_ro(path)
+        no_vector, bad_size = _read_store(store, manifest, full)
+    except sqlite3.Error as exc:
+        report.add("store.sqlite", "corrupt", f"{exc}; {_UNREPAIRABLE}", repairable=False)
+        if store.db is not None:
+            store.db.close()
+        store.db = None
+        return store
+    if no_vector or bad_size:
+        report.add("store.sqlite", "corrupt",
+                   f"{no_vector} chunks without a vector, {bad_size} vectors of the wrong size; "
+                   "re-ingest the affected files", repairable=False)
+    else:
+        report.add("store.sqlite", "ok",
+                   f"PRAGMA {'integrity_check' if full else 'quick_check'} ok; {store.chunks} chunks, "
+                   f"generation {store.generation}")
+    return store
+
+
+def _read_store(store: _Store, manifest: IndexManifest | None, full: bool) -> tuple[int, int]:
+    """Fill ``store``'s generation and chunk count; chunks without a vector, and vectors of the wrong size.
+
+    Raises ``sqlite3.Error`` for a damaged store (what it learnt before stays in ``store``)."""
+    db = store.db
+    assert db is not None
+    pragma = "integrity_check" if full else "quick_check"
+    try:
+        rows = [r[0] for r in db.execute(f"PRAGMA {pragma}(20)")]
+    except sqlite3.DatabaseError as exc:
+        rows = [str(exc)]
+    if rows != ["ok"]:
+        raise sqlite3.DatabaseError(f"PRAGMA {pragma}: " + "; ".join(rows[:5]))
+    store.generation = int((db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone() or [0])[0])
+    store.chunks = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
+    no_vector = int(db.execute("SELECT COUNT(*) FROM chunks c LEFT JOIN vectors v ON v.key = c.vector_key "
+                               "WHERE v.key IS NULL").fetchone()[0])
+    dim = manifest.dim if manifest is not None else (settings_copy(db) or {}).get("dim")
+    bad_size = int(db.execute("SELECT COUNT(*) FROM vectors WHERE length(vector) != ?",
+                              (4 * int(dim),)).fetchone()[0]) if dim else 0
+    return no_vector, bad_size
+
+
+# --------------------------------------------------------------- manifest
+def _check_manifest(manifest: IndexManifest | None, store: _Store, report: VerifyReport) -> None:
+    """The manifest against the store's copy of its settings and the store's generation."""
+    copy = settings_copy(store.db) if store.db is not None else None
+    if manifest is None:
+        _note_settings_copy(report, copy)
+        return
+    differs = sorted(k for k in SETTINGS_FIELDS if copy is not None and k in copy
+                     and copy[k] != manifest.model_dump(include={k})[k])
+    if differs:
+        report.add("manifest.json", "mismatch", "settings differ from the store's copy: " + ", ".join(differs),
+                   repairable=True)
+    elif store.generation is not None and manifest.generation > store.generation:
+        report.add("store.sqlite", "mismatch",
+                   f"older than manifest.json (generation {store.generation} < {manifest.generation}): replaced "
+                   "or restored from an older copy; repair rebuilds the derived files from it", repairable=True)
+    else:
+        report.add("manifest.json", "ok", f"generation {manifest.generation}, model {manifest.model}, "
+                   f"dim {manifest.dim}")
+
+
+def _note_settings_copy(report: VerifyReport, copy: dict | None) -> None:
+    """A lost or unreadable manifest is repairable exactly when the store holds a copy of its settings."""
+    for check in report.checks:
+        if check.file == "manifest.json":
+            check.repairable = copy is not None
+            check.detail += ("; the store holds a copy of the settings: repair restores it" if copy is not None
+                             else "; the store holds no copy of the settings (made by an older contextkit): "
+                                  "cannot be repaired, restore it from a backup")
+
+
+# ---------------------------------------------------------- derived files
+def _check_derived(folder: Path, manifest: IndexManifest | None, store: _Store, full: bool,
+                   report: VerifyReport) -> None:
+    """FAISS and BM25 when manifest and store can be read and agree; else say they were not checked."""
+    if manifest is not None and store.db is not None and store.generation is not None \
+            and manifest.generation <= store.generation:
+        _verify_derived(folder, manifest, store.db, store.generation, store.chunks or 0, full, report)
+    elif manifest is None or store.db is None:
+        why = "the records store is unreadable" if store.db is None else "manifest.json is unreadable"
+        for name in ("vectors.faiss", "bm25/"):
+            if (folder / name.rstrip("/")).exists():
+                report.add(name, "unchecked", f"not checked: {why}")
+
+
+def _verify_derived(folder: Path, manifest: IndexManifest, db: sqlite3.Connection, store_gen: int, chunks: int,
+                    full: bool, report: VerifyReport) -> None:
+    if manifest.generation < store_gen:
+        why = (f"behind the store (generation {manifest.generation} < {store_gen}): a write was interrupted; "
+               "rebuilt from the store by repair or the next write (until then each read-only open rebuilds it)")
+        report.add("vectors.faiss", "stale", why, repairable=True)
+        report.add("bm25/", "stale", why, repairable=True)
+        return
+    rowids = np.fromiter((r[0] for r in db.execute("SELECT rowid FROM chunks ORDER BY rowid")), dtype=np.int64)
+    _verify_faiss(folder, manifest, rowids, chunks, full, report)
+    _verify_bm25(folder, manifest, rowids, chunks, store_gen, full, report)
+
+
+def _verify_faiss(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chunks: int, full: bool,
+                  report: VerifyReport) -> None:
+    """``vectors.faiss`` (and the files beside it): checksums, then the vectors and ids against the store's chunks."""
+    faiss_path = folder / "vectors.faiss"
+    rec = manifest.checksums.get("vectors.faiss")
+    problem = check_file(faiss_path, rec, full) if rec is not None else (None if faiss_path.is_file() else "missing")
+    if problem:
+        report.add("vectors.faiss", "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+        return
+    try:
+        dim, ntotal, ids = _read_faiss(folder, manifest, full, report)
+    except RuntimeError as exc:
+        report.add("vectors.faiss", "corrupt", f"unreadable by FAISS: {str(exc).splitlines()[0]}",
+                   repairable=True)
+        return
+    if ntotal != chunks or dim != manifest.dim or (ids is not None and not np.array_equal(ids, rowids)):
+        report.add("vectors.faiss", "mismatch",
+                   f"{ntotal} vectors of dimension {dim}, the store has {chunks} chunks of "
+                   f"dimension {manifest.dim} (or other ids)", repairable=True)
+    else:
+        how = "sha256 ok" if rec is not None else "no checksum recorded (saved by an older contextkit)"
+        report.add("vectors.faiss", "ok" if rec is not None else "unchecked",
+                   f"{how}; {ntotal} vectors, ids = the store's chunks")
+
+
+def _read_faiss(folder: Path, manifest: IndexManifest, full: bool, report: VerifyReport
+                ) -> tuple[int, int, np.ndarray | None]:
+    """Dimension, vectors searched and their rowids (sorted; None when unknown or damaged) of the FAISS files.
+
+    Raises ``RuntimeError`` when FAISS cannot read ``vectors.faiss``."""
+    import faiss
+
+    index = faiss.read_index(str(folder / "vectors.faiss"))
+    ids = np.sort(faiss.vector_to_array(index.id_map)) if hasattr(index, "id_map") else None
+    ntotal = index.ntotal
+    if ids is not None and DELTA_FILES[2] in manifest.checksums:  # hnsw: rowids skipped since its build
+        ids = _verify_skipped(folder, manifest, ids, full, report)
+        ntotal = len(ids) if ids is not None else ntotal
+    if ids is None and "vectors.ids.npy" in manifest.checksums:  # ivfpq: ids beside the IVF file
+        ids = _verify_ivfpq_files(folder, manifest, index.ntotal, full, report)
+        if ids is not None and all(name in manifest.checksums for name in DELTA_FILES):
+            ids = _verify_delta_files(folder, manifest, ids, full, report)
+            ntotal = len(ids) if ids is not None else ntotal
+    return index.d, ntotal, ids
+
+
+def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chunks: int, store_gen: int,
+                 full: bool, report: VerifyReport) -> None:
+    """``bm25/``: checksums, its generation, then its chunks against the store's."""
+    recorded = {k: v for k, v in manifest.checksums.items() if k.startswith("bm25/")}
+    damaged = False
+    for name, rec in sorted(recorded.items()):
+        problem = check_file(folder / name, rec, full)
+        if problem:
+            damaged = True
+            report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+    if damaged:
+        return
+    try:
+        meta_gen = json.loads((folder / "bm25" / "meta.json").read_text())["generation"]
+    except (OSError, ValueError, KeyError) as exc:
+        report.add("bm25/meta.json", "corrupt", f"unreadable ({exc})", repairable=True)
+        return
+    if meta_gen != store_gen:
+        report.add("bm25/", "stale", f"generation {meta_gen}, the store's is {store_gen}; rebuilt when used",
+                   repairable=True)
+        return
+    loaded = BM25Index.load(folder / "bm25")
+    if loaded is None:
+        report.add("bm25/", "corrupt", "unreadable by bm25s", repairable=True)
+    elif not np.array_equal(np.sort(loaded.rowids), rowids):
+        report.add("bm25/", "mismatch", f"{len(loaded.rowids)} chunks, the store has {chunks}", repairable=True)
+    else:
+        how = f"sha256 ok ({len(recorded)} files)" if recorded else "no checksums recorded (older contextkit)"
+        report.add("bm25/", "ok" if recorded else "unchecked", f"{how}; {len(loaded.rowids)} chunks")
+
+
+def _load_checked(folder: Path, name: str, manifest, full: bool, report: VerifyReport, mmap: bool = False):
+    """A recorded ``.npy`` file whose checksum holds, loaded; None (reported missing or corrupt) otherwise."""
+
+    problem = check_file(folder / name, manifest.checksums[name], full)
+    if not problem:
+        try:
+            return np.load(folder / name, mmap_mode="r" if mmap else None, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            problem = f"unreadable by numpy: {exc}"
+    report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
+    return None
+
+def _verify_ivfpq_files(folder: Path, manifest, ntotal: int, full: bool, report: VerifyReport):
+    """Checksums and shapes of an ``ivfpq`` index's ``.npy`` files; its rowids (None when unreadable)."""
+
+    ids = None
+    for name in ("vectors.f16.npy", "vectors.ids.npy"):
+        arr = _load_checked(folder, name, manifest, full, report, mmap=True)
+        if arr is None:
+            continue
+        want = (ntotal, manifest.dim) if name == "vectors.f16.npy" else (ntotal,)
+        if arr.shape != want:
+            report.add(name, "mismatch", f"shape {arr.shape}, vectors.faiss needs {want}", repairable=True)
+        else:
+            report.add(name, "ok", f"sha256 ok; shape {arr.shape}")
+            if name == "vectors.ids.npy":
+                ids = np.sort(np.asarray(arr))
+    return ids
+
+def _verify_skipped(folder: Path, manifest, graph_ids, full: bool, report: VerifyReport):
+    """An ``hnsw`` graph's skipped rowids (``vectors.deleted.npy``); the rowids searched (None: damaged)."""
+
+    name = DELTA_FILES[2]
+    deleted = _load_checked(folder, name, manifest, full, report)
+    if deleted is None:
+        return None
+    if deleted.ndim != 1 or not np.isin(deleted, graph_ids).all():
+        report.add(name, "mismatch", "rowids the graph does not hold", repairable=True)
+        return None
+    report.add(name, "ok", f"sha256 ok; {len(deleted)} rowids of the graph skipped since its build")
+    return np.setdiff1d(graph_ids, deleted)
+
+def _verify_delta_files(folder: Path, manifest, built_ids, full: bool, report: VerifyReport):
+    """Checksums and shapes of the changes kept beside an ``ivfpq`` build; the rowids searched (None: damaged)."""
+
+    arrays = []
+    for name in DELTA_FILES:
+        arrays.append(_load_checked(folder, name, manifest, full, report))
+        if arrays[-1] is None:
+            return None
+    vectors, added, deleted = arrays
+    if vectors.shape != (len(added), manifest.dim) or not np.isin(deleted, built_ids).all():
+        report.add(DELTA_FILES[0], "mismatch", f"{vectors.shape} vectors for {len(added)} rowids, or removed rowids "
+                   "the build does not hold", repairable=True)
+        return None
+    for name, what in zip(DELTA_FILES, (f"{len(added)} vectors added since the build", "their rowids",
+                                         f"{len(deleted)} rowids of the build removed since")):
+        report.add(name, "ok", f"sha256 ok; {what}")
+    return np.union1d(np.setdiff1d(built_ids, deleted), added)

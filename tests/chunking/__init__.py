@@ -1,0 +1,1 @@
+"""Tests of contextkit.chunking (a package, so its test module names may repeat those of other folders)."""
