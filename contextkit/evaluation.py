@@ -370,7 +370,6 @@ def _ingest_if_missing(index_dir: Path, data: BeirData, embedder: Embedder | Non
                        ingest_config: IngestConfig | None,
                        notify: Callable[[EvalEvent], None]) -> tuple[IngestReport | None, Embedder | None]:
     """Ingest the corpus when ``index_dir`` holds no index: (its report or None, the embedder to reuse)."""
-    from contextkit.embedders import Embedder
     from contextkit.index import Index
     from contextkit.ingestion import IngestConfig, ingest
 
@@ -378,7 +377,7 @@ def _ingest_if_missing(index_dir: Path, data: BeirData, embedder: Embedder | Non
         return None, embedder
     config = ingest_config or IngestConfig()
     if embedder is None:
-        embedder = Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
+        embedder = config.new_embedder()
     ingested = ingest([data.corpus], index_dir, config, embedder=embedder,
                       progress=lambda e: notify(EvalEvent("ingest", event=e)))
     if ingested.nothing_ingested or ingested.failures and not ingested.documents:

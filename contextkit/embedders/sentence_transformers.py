@@ -100,6 +100,18 @@ class Embedder(BaseEmbedder):
         self.last_report = EmbeddingReport()
 
     # ----------------------------------------------------------- the model
+    @classmethod
+    def for_index(cls, index: Any, device: str = "auto", batch_size: int | None = None) -> Embedder:
+        """The model ``index`` was built with, embedding the way its manifest recorded (``long_text``).
+
+        Query vectors only compare with the index's when the same model embeds them the same way,
+        so the model is never a choice here; ``device`` and ``batch_size`` only change speed.
+        ``index`` is anything with a ``manifest`` (an :class:`~contextkit.index.Index`, a shard).
+        """
+        manifest = index.manifest
+        return cls(manifest.model, device=device, batch_size=batch_size,
+                   long_text=manifest.embedder.get("long_text", "window"))
+
     @property
     def model(self) -> Any:
         if self._model is None:

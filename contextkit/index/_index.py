@@ -44,8 +44,8 @@ import shutil
 import sqlite3
 import sys
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -78,7 +78,7 @@ from contextkit.index._manifest import (
     now,
     stored_chunks,
 )
-from contextkit.index._store import RecordStore
+from contextkit.index._store import RecordStore, in_transaction
 from contextkit.index._vector_files import VectorFiles
 from contextkit.records import Chunk, Document, ScoredChunk
 
@@ -247,8 +247,7 @@ class Index:
         return self._vectors.faiss
 
     # -------------------------------------------------------------- writing
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[None]:
         """One write: :meth:`begin`, then :meth:`commit` when the block ends, or :meth:`rollback` on any
         exception, which is re-raised. The index is then as it was before the block.
 
@@ -256,13 +255,7 @@ class Index:
         start with what ``begin`` raises (SQLite's "cannot start a transaction within a
         transaction"), before it touches anything, so the outer one goes on unharmed.
         """
-        self.begin()
-        try:
-            yield
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
+        return in_transaction(self)
 
     def begin(self) -> None:
         """Start a transaction (one per file during ingestion); prefer :meth:`transaction`."""

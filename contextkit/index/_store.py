@@ -20,7 +20,7 @@ import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -172,6 +172,22 @@ def _row_to_chunk(row: Sequence[Any]) -> tuple[int, Chunk]:
     return rowid, chunk
 
 
+@contextmanager
+def in_transaction(owner: Any) -> Iterator[None]:
+    """``owner.begin()``; ``owner.commit()`` when the block ends; ``owner.rollback()`` and re-raise on any error.
+
+    The one copy of that sequence: the store and the index (whose begin/commit/rollback also keep
+    FAISS in step) both use it, and every writer goes through one of the two.
+    """
+    owner.begin()
+    try:
+        yield
+        owner.commit()
+    except BaseException:
+        owner.rollback()
+        raise
+
+
 class RecordStore:
     """Thin, typed access to the SQLite file; one writer at a time.
 
@@ -234,20 +250,13 @@ class RecordStore:
         if self.db.in_transaction:
             self.db.execute("ROLLBACK")
 
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
+    def transaction(self) -> AbstractContextManager[None]:
         """One SQLite transaction: committed when the block ends, rolled back (and re-raised) on any error.
 
         For the store's own bookkeeping (generation, settings copy), which moves no vectors; changes
         to chunks go through :meth:`contextkit.index.Index.transaction`, which also keeps FAISS in step.
         """
-        self.begin()
-        try:
-            yield
-            self.commit()
-        except BaseException:
-            self.rollback()
-            raise
+        return in_transaction(self)
 
     # ---------------------------------------------------------------- meta
     def get_meta(self, key: str, default: str | None = None) -> str | None:

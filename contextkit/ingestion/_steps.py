@@ -82,7 +82,7 @@ def _reopen(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tu
 def _create(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tuple[Index, Embedder, TokenChunker]:
     chunk_cfg = config.chunker_config(None)
     chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name
-    embedder = given or Embedder(config.model or "default", device=config.device, batch_size=config.embed_batch_size)
+    embedder = given or config.new_embedder()
     index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
                          tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type,
                          redact=bool(config.redact))

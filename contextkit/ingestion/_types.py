@@ -10,7 +10,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from contextkit.chunking import ChunkerConfig
-from contextkit.embedders import EmbeddingReport
+from contextkit.embedders import Embedder, EmbeddingReport
 from contextkit.index import IndexMismatchError
 from contextkit.loaders import (
     SourceFile,
@@ -54,6 +54,10 @@ class IngestConfig(BaseModel):
                 table[field_name] = table.pop(cli_name)
         table.pop("index", None)
         return cls(**{**table, **overrides})
+
+    def new_embedder(self) -> Embedder:
+        """The embedder for a new index: ``model`` (the default model when unset), ``device``, ``embed_batch_size``."""
+        return Embedder(self.model or "default", device=self.device, batch_size=self.embed_batch_size)
 
     def chunker_config(self, recorded: dict[str, Any] | None) -> ChunkerConfig:
         """The chunk settings to use, refusing any that differ from the index's own."""

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 
 from contextkit.embedders import Embedder
+from contextkit.errors import RetrievalError
 from contextkit.retrievers.base import Retriever
 
 __all__ = ["DenseRetriever"]
@@ -17,11 +18,8 @@ class DenseRetriever(Retriever):
 
     def __init__(self, index: Any, embedder: Embedder | None = None, **options: Any) -> None:
         super().__init__(index, **options)
-        self.embedder = embedder or Embedder(index.manifest.model,
-                                             long_text=index.manifest.embedder.get("long_text", "window"))
+        self.embedder = embedder or Embedder.for_index(index)
         if self.embedder.model_name != index.manifest.model:
-            from contextkit.retrievers.base import RetrievalError
-
             raise RetrievalError(f"the index was built with {index.manifest.model!r}, "
                                  f"the embedder is {self.embedder.model_name!r}")
 

@@ -49,13 +49,25 @@ def embedder_for(index: Any, device: str = "auto", batch_size: int | None = None
     ``shared`` returns one loaded model per process for these settings (a notebook or the
     demo asks many questions); leave it off when the caller changes the embedder (its cache).
     """
-    manifest = index.manifest
-    long_text = manifest.embedder.get("long_text", "window")
     if shared:
-        return _shared(manifest.model, device, batch_size, long_text)
-    return Embedder(manifest.model, device=device, batch_size=batch_size, long_text=long_text)
+        return _shared(_SettingsOf(index.manifest), device, batch_size)
+    return Embedder.for_index(index, device, batch_size)
+
+
+class _SettingsOf:
+    """What :meth:`Embedder.for_index` reads of an index, hashable: the key of the shared models."""
+
+    def __init__(self, manifest: Any) -> None:
+        self.manifest = manifest
+        self._key = (manifest.model, manifest.embedder.get("long_text", "window"))
+
+    def __hash__(self) -> int:
+        return hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SettingsOf) and other._key == self._key
 
 
 @lru_cache(maxsize=2)
-def _shared(model: str, device: str, batch_size: int | None, long_text: str) -> Embedder:
-    return Embedder(model, device=device, batch_size=batch_size, long_text=long_text)
+def _shared(settings: _SettingsOf, device: str, batch_size: int | None) -> Embedder:
+    return Embedder.for_index(settings, device, batch_size)

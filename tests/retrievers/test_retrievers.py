@@ -17,8 +17,10 @@ from contextkit.retrievers import (
 )
 
 
-@pytest.fixture()
-def corpus_index(tmp_path, embedder):
+@pytest.fixture(scope="module")
+def corpus_index(tmp_path_factory, embedder):
+    """Ingested once for the module: every test opens it read-only."""
+    tmp_path = tmp_path_factory.mktemp("corpus")
     folder = tmp_path / "docs"
     (folder / "guide").mkdir(parents=True)
     docs = {
