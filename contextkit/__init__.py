@@ -13,14 +13,35 @@ from contextkit._version import __version__
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.assembly import (
-        AssemblyReport, AssemblyResult, BudgetError, EvidenceItem, ModelProfile, ProfileError, Section,
-        SectionError, assemble, get_profile, list_profiles, register_profile,
+        AssemblyReport,
+        AssemblyResult,
+        BudgetError,
+        EvidenceItem,
+        ModelProfile,
+        ProfileError,
+        Section,
+        SectionError,
+        assemble,
+        get_profile,
+        list_profiles,
+        register_profile,
     )
-    from contextkit.assembly.context_assembler import AssemblerConfig, ContextAssembler, HistoryFileError, load_history
+    from contextkit.assembly.context_assembler import (
+        AssemblerConfig,
+        ContextAssembler,
+        HistoryFileError,
+        load_history,
+    )
     from contextkit.chunking import ChunkerConfig, HeaderTooLargeError, TokenChunker
     from contextkit.embedders import Embedder, EmbeddingReport
     from contextkit.errors import ContextkitError
-    from contextkit.index import Index, IndexFolderError, IndexLockedError, IndexManifest, IndexMismatchError
+    from contextkit.index import (
+        Index,
+        IndexFolderError,
+        IndexLockedError,
+        IndexManifest,
+        IndexMismatchError,
+    )
     from contextkit.ingestion import IngestConfig, IngestReport, ingest
     from contextkit.loaders import LoadError, discover_files, load_file
     from contextkit.records import Chunk, Document, Message, ScoredChunk

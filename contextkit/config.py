@@ -25,6 +25,7 @@ from __future__ import annotations
 import tomllib
 from pathlib import Path
 from typing import Any
+
 from contextkit.errors import ConfigError
 
 __all__ = ["ConfigError", "find_config", "load_config"]

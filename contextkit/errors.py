@@ -27,6 +27,7 @@ __all__ = [
     "IndexLockedError",
     "IndexMismatchError",
     "IndexWriteError",
+    "InvalidArgumentError",
     "LlamaIndexVersionError",
     "ProfileError",
     "RayClusterError",
@@ -45,6 +46,12 @@ __all__ = [
 class ContextkitError(Exception):
     """The base of every error contextkit raises on purpose; the message says what to do."""
 
+
+class InvalidArgumentError(ContextkitError, ValueError):
+    """An argument, setting or record that contextkit cannot use; the message names it and what would do.
+
+    Still a ``ValueError``, as these were before there was a base.
+    """
 
 
 # ------------------------------------------------------------ tokenizers

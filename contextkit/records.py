@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from contextkit.errors import InvalidArgumentError
+
 __all__ = ["Chunk", "Document", "Message", "ScoredChunk"]
 
 
@@ -58,7 +60,7 @@ class Chunk:
 
     def __post_init__(self) -> None:
         if self.end - self.start != len(self.text):
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"chunk {self.id!r}: offsets {self.start}:{self.end} do not match text length {len(self.text)}"
             )
         if self.total_tokens < 0:
@@ -100,9 +102,9 @@ class Message:
     def __post_init__(self) -> None:
         where = f"message {self.id!r}" if self.id else "message"
         if not isinstance(self.role, str) or not self.role.strip():
-            raise ValueError(f"{where}: a role is required")
+            raise InvalidArgumentError(f"{where}: a role is required")
         if not isinstance(self.content, str):
-            raise ValueError(f"{where} ({self.role}): content must be text, not {type(self.content).__name__}")
+            raise InvalidArgumentError(f"{where} ({self.role}): content must be text, not {type(self.content).__name__}")
 
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -119,7 +121,7 @@ class Message:
             raise TypeError(f"expected a dict with role and content, not {type(data).__name__}")
         missing = [k for k in ("role", "content") if k not in data]
         if missing:
-            raise ValueError(f"missing {', '.join(missing)}")
+            raise InvalidArgumentError(f"missing {', '.join(missing)}")
         return cls(**{k: data[k] for k in _MESSAGE_KEYS if k in data})
 
 

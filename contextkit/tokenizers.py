@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
 from contextkit.errors import TokenizerNotFoundError
 
 if TYPE_CHECKING:  # pragma: no cover

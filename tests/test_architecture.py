@@ -55,6 +55,18 @@ class TestImportGraph:
     def test_errors_module_is_a_leaf(self):
         assert GRAPH["contextkit.errors"] == set()
 
+    @pytest.mark.parametrize("module, may_import", [
+        ("contextkit.records", {"contextkit.errors"}),
+        ("contextkit.text", set()),
+        ("contextkit.chunking._cuts", {"contextkit.errors", "contextkit.tokenizers"}),
+        ("contextkit.embedders.base", {"contextkit.errors"}),
+        ("contextkit.index._checksums", set()),
+        ("contextkit.cli._app", {"contextkit.errors"}),
+    ])
+    def test_leaves_stay_leaves(self, module, may_import):
+        # docs/architecture.md names these as leaves: what imports them cannot be imported back.
+        assert GRAPH[module] <= may_import, GRAPH[module] - may_import
+
 
 class TestLayout:
     def test_at_most_ten_loose_modules(self):

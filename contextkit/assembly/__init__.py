@@ -1,7 +1,19 @@
 """The context assembler: sections, budgets, rendering and the report."""
 
-from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, BudgetError, assemble, resolve_budget
-from contextkit.assembly.profiles import ModelProfile, ProfileError, get_profile, list_profiles, register_profile
+from contextkit.assembly.budget import (
+    AssemblyOptions,
+    AssemblyResult,
+    BudgetError,
+    assemble,
+    resolve_budget,
+)
+from contextkit.assembly.profiles import (
+    ModelProfile,
+    ProfileError,
+    get_profile,
+    list_profiles,
+    register_profile,
+)
 from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
 from contextkit.assembly.sections import ROLES, EvidenceItem, Section, SectionError
 

@@ -17,8 +17,8 @@ from pydantic import ConfigDict, Field
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
 from contextkit.assembly.profiles import ModelProfile
 from contextkit.assembly.sections import EvidenceItem, Section, SectionError
-from contextkit.records import Message
 from contextkit.errors import HistoryFileError
+from contextkit.records import Message
 
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
 

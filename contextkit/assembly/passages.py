@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Literal
 
 from contextkit.assembly.sections import EvidenceItem
+from contextkit.errors import InvalidArgumentError
 
 __all__ = ["Deduplicator", "merge_overlapping", "normalise_text", "order_items", "sentence_set"]
 
@@ -90,7 +91,7 @@ def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_mi
     if mode == "document":
         return sorted(items, key=lambda it: (it.source, it.doc_id or "", it.start or 0, it.id))
     if mode != "lost_in_the_middle":
-        raise ValueError(f"evidence order must be lost_in_the_middle, score or document, not {mode!r}")
+        raise InvalidArgumentError(f"evidence order must be lost_in_the_middle, score or document, not {mode!r}")
     return ranked[0::2] + ranked[1::2][::-1]
 
 

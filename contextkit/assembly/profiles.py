@@ -17,7 +17,8 @@ own with ``register_profile(..., replace=True)`` when cost matters.
 from __future__ import annotations
 
 from pydantic import BaseModel, Field, model_validator
-from contextkit.errors import ProfileError
+
+from contextkit.errors import InvalidArgumentError, ProfileError
 
 __all__ = ["ModelProfile", "ProfileError", "get_profile", "list_profiles", "register_profile"]
 
@@ -37,7 +38,7 @@ class ModelProfile(BaseModel):
     @model_validator(mode="after")
     def _fits(self) -> ModelProfile:
         if self.reserved_output >= self.context_window:
-            raise ValueError(f"{self.name}: reserved_output {self.reserved_output} leaves no room in "
+            raise InvalidArgumentError(f"{self.name}: reserved_output {self.reserved_output} leaves no room in "
                              f"a {self.context_window}-token window")
         return self
 

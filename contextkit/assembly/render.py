@@ -18,6 +18,8 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from contextkit.errors import InvalidArgumentError
+
 __all__ = ["Renderer", "escape_attribute", "escape_text"]
 
 # Characters XML 1.0 cannot carry: C0 controls except tab/newline/CR, lone surrogates, U+FFFE/U+FFFF.
@@ -57,7 +59,7 @@ class Renderer:
     def __init__(self, fmt: Literal["xml", "markdown"] = "xml", item_tag: str = "document",
                  message_tag: str = "message") -> None:
         if fmt not in ("xml", "markdown"):
-            raise ValueError(f"format must be 'xml' or 'markdown', not {fmt!r}")
+            raise InvalidArgumentError(f"format must be 'xml' or 'markdown', not {fmt!r}")
         self.format = fmt
         self.item_tag, self.message_tag = item_tag, message_tag
 

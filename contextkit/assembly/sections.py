@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextkit.records import Message, ScoredChunk
 from contextkit.errors import SectionError
+from contextkit.records import Message, ScoredChunk
 
 __all__ = ["ROLES", "EvidenceItem", "Section", "SectionError"]
 

@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, Self
 
+from contextkit.errors import InvalidArgumentError
 from contextkit.records import Chunk, Document
 
 __all__ = ["Chunker"]
@@ -54,7 +55,7 @@ class Chunker(ABC):
             if found.__name__ == kind:  # a subclass's own from_dict may check more
                 return found(**settings) if found is cls else found.from_dict(data)
             classes.extend(found.__subclasses__())
-        raise ValueError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
+        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
 
     def close(self) -> None:
         """Release what the chunker holds (worker processes); nothing by default."""

@@ -24,7 +24,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from contextkit.chunking._cuts import _candidates, _greedy, _stable_junction
 from contextkit.chunking._stream import stream_spans
 from contextkit.chunking.base import Chunker
-from contextkit.errors import ChunkTooSmallError, HeaderTooLargeError
+from contextkit.errors import (
+    ChunkTooSmallError,
+    HeaderTooLargeError,
+    InvalidArgumentError,
+)
 from contextkit.records import Chunk, Document
 from contextkit.tokenizers import Tokenizer, _code_points, get_tokenizer
 
@@ -49,7 +53,7 @@ class ChunkerConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> ChunkerConfig:
         if self.chunk_overlap >= self.chunk_size:
-            raise ValueError(
+            raise InvalidArgumentError(
                 f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})"
             )
         return self

@@ -16,9 +16,12 @@ import logging
 
 import typer
 
-# The order of --help: the pipeline's.
-from contextkit.cli import ingest, search, assemble, compress, index, eval, demo  # noqa: F401,I001  (register commands)
 from contextkit.cli._app import app, err
+
+# isort: off
+# Registers the commands, in the order of --help: the pipeline's.
+from contextkit.cli import ingest, search, assemble, compress, index, eval, demo  # noqa: F401
+# isort: on
 
 __all__ = ["app", "main"]
 

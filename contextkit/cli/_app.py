@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -50,5 +50,17 @@ def reported(code: int = 1) -> Iterator[None]:
 
     try:
         yield
-    except (ContextkitError, ValidationError) as exc:
+    except ContextkitError as exc:
         raise fail(str(exc), code) from None
+    except ValidationError as exc:
+        raise fail(settings_message(exc), code) from None
+
+
+def settings_message(exc: Any) -> str:
+    """A pydantic ``ValidationError`` as one line: ``Settings: field: why; ...`` (no URL, no input dump)."""
+    parts = []
+    for error in exc.errors():
+        why = str(error.get("msg", "")).removeprefix("Value error, ")
+        where = ".".join(str(part) for part in error.get("loc", ()))
+        parts.append(f"{where}: {why}" if where else why)
+    return f"{exc.title}: " + "; ".join(parts)

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, app, err, fail, out
+from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
 
 
 @app.command()
@@ -83,16 +85,15 @@ def _assemble(question: str, index: Path, *, budget: Optional[int], model: Optio
               instructions: Optional[Path], history: Optional[Path], k: Optional[int],
               filter_: Optional[list[str]], audit_log: Optional[Path], options: dict[str, Any]) -> Any:
     """The prompt from the index; every failure of reading the inputs or assembling is a clean error."""
-    from contextkit.assembly import BudgetError, ProfileError, SectionError, get_profile
+    from contextkit.assembly import get_profile
     from contextkit.assembly.context_assembler import (
         ContextAssembler,
-        HistoryFileError,
         load_history,
     )
-    from contextkit.index import Index, IndexFolderError
-    from contextkit.retrievers import Filters, RetrievalError
+    from contextkit.index import Index
+    from contextkit.retrievers import Filters
 
-    try:
+    with reported(), _input_errors():
         profile = get_profile(model) if model else None
         key_text = _read_text(instructions).strip() if instructions else None
         messages = load_history(history) if history else None
@@ -103,8 +104,14 @@ def _assemble(question: str, index: Path, *, budget: Optional[int], model: Optio
                 tokenizer=profile.tokenizer if (profile and budget is not None) else None,
                 audit_log=str(audit_log) if audit_log else None, **options)
             return assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
-    except (IndexFolderError, RetrievalError, BudgetError, ProfileError, SectionError, HistoryFileError,
-            ValueError, OSError) as exc:
+
+
+@contextlib.contextmanager
+def _input_errors() -> Iterator[None]:
+    """A file named on the command line (instructions, the audit log) that cannot be read or written."""
+    try:
+        yield
+    except OSError as exc:
         raise fail(str(exc)) from None
 
 
@@ -153,7 +160,7 @@ def _read_text(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not valid UTF-8 (byte {exc.start})") from None
+        raise fail(f"{path}: not valid UTF-8 (byte {exc.start})") from None
 
 
 def _write_atomic(path: Path, text: str) -> None:

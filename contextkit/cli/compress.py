@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from contextkit.cli._app import app, err, fail, out
+from contextkit.cli._app import app, err, fail, out, reported
 
 
 @app.command()
@@ -24,14 +24,12 @@ def summarize(
 
     Example: contextkit summarize chat.jsonl --question "When is the wedding?" --max-tokens 200
     """
-    from contextkit.assembly.context_assembler import HistoryFileError, load_history
+    from contextkit.assembly.context_assembler import load_history
     from contextkit.compressors.history import HistorySummarizer
 
-    try:
+    with reported():
         messages = load_history(history)
         result = HistorySummarizer(keep_last=keep_last, summary_max_tokens=max_tokens).compress(messages, question)
-    except (HistoryFileError, ValueError) as exc:
-        raise fail(str(exc)) from None
     if as_json:
         out.print_json(json.dumps({"summary": result.summary, "recent": [m.to_dict() for m in result.recent],
                                    "report": result.report.model_dump()}))

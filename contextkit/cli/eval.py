@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import JsonOpt, app, err, fail, out
+from contextkit.cli._app import JsonOpt, app, err, fail, out, reported
 from contextkit.cli.ingest import IngestProgress
 
 
@@ -32,8 +32,7 @@ def eval_(
 
     Example: contextkit eval --index scifact.ck-index --beir beir/scifact --mode bm25 --mode hybrid --plot eval.png
     """
-    from contextkit.evaluation import MODES, EvaluationError, evaluate, plot_report
-    from contextkit.index import IndexFolderError
+    from contextkit.evaluation import MODES, evaluate, plot_report
 
     modes = mode or list(MODES)
     if any(m not in MODES for m in modes):
@@ -43,9 +42,9 @@ def eval_(
         raise fail(f"--plot {plot}: folder {plot.parent} does not exist", 2)
     progress = _EvalProgress(disabled=quiet)
     try:
-        with progress:
+        with reported(), progress:
             report = evaluate(index, beir, split, modes, k, options=options, progress=progress.update, limit=limit)
-    except (EvaluationError, IndexFolderError, ValueError, LookupError, OSError) as exc:
+    except OSError as exc:  # a dataset file that cannot be read
         raise fail(str(exc)) from None
     if as_json:
         out.print_json(report.model_dump_json())

@@ -61,14 +61,12 @@ def ingest(
         raise fail(f"--engine must be local or ray, not {engine!r}", 2)
     if engine == "local" and (address is not None or num_gpus):
         raise fail("--address and --num-gpus need --engine ray", 2)
-    try:
+    with reported(2):  # options that make no valid config: a usage error
         config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=model,
                               header=header, glob=glob, workers=workers, prune=prune, index_type=index_type,
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
                               pdf_timeout=pdf_timeout)
-    except ValueError as exc:
-        raise fail(str(exc), 2) from None
     # Ray prints its workers' retries to stdout; they go to stderr, keeping stdout for the report (--json).
     to_stderr = contextlib.redirect_stdout(sys.stderr) if engine == "ray" else contextlib.nullcontext()
     if engine == "ray":

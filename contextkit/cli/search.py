@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, JsonOpt, app, fail, out
+from contextkit.cli._app import IndexOpt, JsonOpt, app, out, reported
 
 
 @app.command()
@@ -28,12 +28,10 @@ def search(
 
     Example: contextkit search "how are exceptions chained?" --index my.ck-index -k 5 --filter source='*.md'
     """
-    from contextkit.search import SearchError, search_index
+    from contextkit.search import search_index
 
-    try:
+    with reported():
         hits = search_index(index, query, k, mode=mode, filters=filter_ or None, mmr=mmr, min_score=min_score)
-    except SearchError as exc:
-        raise fail(str(exc)) from None
     if as_json:
         for hit in hits:
             sys.stdout.write(json.dumps(hit.to_dict(), ensure_ascii=False) + "\n")
@@ -53,13 +51,10 @@ def info(index: IndexOpt, as_json: JsonOpt = False) -> None:
 
     Example: contextkit info --index my.ck-index --json | jq .chunks
     """
-    from contextkit.index import Index, IndexFolderError
+    from contextkit.index import Index
 
-    try:
-        with Index.open(index, read_only=True) as idx:
-            data = idx.info()
-    except IndexFolderError as exc:
-        raise fail(str(exc)) from None
+    with reported(), Index.open(index, read_only=True) as idx:
+        data = idx.info()
     if as_json:
         out.print_json(json.dumps(data))
         return

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contextkit.compressors._evidence_features import FEATURES
+from contextkit.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_WEIGHTS", "LinearScorer", "Terms", "lexical_scores", "load_scorer"]
 
@@ -140,18 +141,18 @@ def _default_scorer() -> LinearScorer:
 def _read(text: str | None, where: str) -> LinearScorer:
     """The scorer in a weights file's ``text``; a ValueError naming ``where`` and the reason otherwise."""
     if text is None:
-        raise ValueError(f"evidence scorer weights {where}: no such file")
+        raise InvalidArgumentError(f"evidence scorer weights {where}: no such file")
     data = _header_checked(text, where)
     try:
         names = tuple(str(f) for f in data["features"])
         vectors = [tuple(float(v) for v in data[k]) for k in ("weights", "mean", "scale")]
         bias = float(data["bias"])
     except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"evidence scorer weights {where}: missing or non-numeric field ({exc})") from None
+        raise InvalidArgumentError(f"evidence scorer weights {where}: missing or non-numeric field ({exc})") from None
     _check_numbers(names, vectors, bias, where)
     selection = data.get("selection", "score")
     if selection not in ("score", "density"):
-        raise ValueError(f"evidence scorer weights {where}: selection must be 'score' or 'density', not {selection!r}")
+        raise InvalidArgumentError(f"evidence scorer weights {where}: selection must be 'score' or 'density', not {selection!r}")
     return LinearScorer(names, *vectors, bias=bias, model=data.get("model"), source=where, selection=selection)
 
 
@@ -160,13 +161,13 @@ def _header_checked(text: str, where: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise ValueError(f"evidence scorer weights {where}: not JSON ({exc})") from None
+        raise InvalidArgumentError(f"evidence scorer weights {where}: not JSON ({exc})") from None
     if not isinstance(data, dict):  # a bad weights file is a ValueError, whatever is wrong in it
-        raise ValueError(f"evidence scorer weights {where}: not a JSON object")  # noqa: TRY004
+        raise InvalidArgumentError(f"evidence scorer weights {where}: not a JSON object")  # noqa: TRY004
     if data.get("format") != FORMAT:
-        raise ValueError(f"evidence scorer weights {where}: not a {FORMAT} file (format={data.get('format')!r})")
+        raise InvalidArgumentError(f"evidence scorer weights {where}: not a {FORMAT} file (format={data.get('format')!r})")
     if data.get("version") != FORMAT_VERSION:
-        raise ValueError(f"evidence scorer weights {where}: format version {data.get('version')!r}, "
+        raise InvalidArgumentError(f"evidence scorer weights {where}: format version {data.get('version')!r}, "
                          f"this contextkit reads {FORMAT_VERSION}")
     return data
 
@@ -175,9 +176,9 @@ def _check_numbers(names: tuple[str, ...], vectors: list[tuple[float, ...]], bia
     """Known features, one finite number per feature in each vector, positive scales."""
     unknown = [f for f in names if f not in FEATURES]
     if unknown:
-        raise ValueError(f"evidence scorer weights {where}: unknown features {unknown} (known: {list(FEATURES)})")
+        raise InvalidArgumentError(f"evidence scorer weights {where}: unknown features {unknown} (known: {list(FEATURES)})")
     if any(len(v) != len(names) for v in vectors) or any(s <= 0 for s in vectors[2]):
-        raise ValueError(f"evidence scorer weights {where}: weights/mean/scale must have one positive-scale "
+        raise InvalidArgumentError(f"evidence scorer weights {where}: weights/mean/scale must have one positive-scale "
                          f"number per feature ({len(names)})")
     if not all(math.isfinite(v) for vec in vectors for v in vec) or not math.isfinite(bias):
-        raise ValueError(f"evidence scorer weights {where}: non-finite number")
+        raise InvalidArgumentError(f"evidence scorer weights {where}: non-finite number")

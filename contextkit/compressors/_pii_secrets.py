@@ -41,8 +41,8 @@ from contextkit.compressors._pii_detect import (
     _R_KEY,
     _R_PEM,
     Candidate,
-    _Scan,
     _is_word,
+    _Scan,
 )
 
 

@@ -23,6 +23,8 @@ from typing import Any, ClassVar, Protocol
 
 from pydantic import BaseModel, Field
 
+from contextkit.errors import InvalidArgumentError
+
 __all__ = ["CompressionReport", "CompressionResult", "Compressor"]
 
 
@@ -74,5 +76,5 @@ class Compressor(ABC):
         """``data`` without its ``"type"`` key, which must name this class when present."""
         kind = data.get("type", cls.__name__)
         if kind != cls.__name__:
-            raise ValueError(f"{cls.__name__}.from_dict got the settings of a {kind}")
+            raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind}")
         return {k: v for k, v in data.items() if k != "type"}

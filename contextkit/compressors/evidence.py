@@ -72,6 +72,7 @@ from contextkit.compressors._evidence_score import (
 )
 from contextkit.compressors._evidence_select import Passage, build, norm, select
 from contextkit.compressors.base import CompressionReport, Compressor
+from contextkit.errors import InvalidArgumentError
 from contextkit.text import split_sentences
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
@@ -112,9 +113,9 @@ class EvidenceCompressorConfig(BaseModel):
     @model_validator(mode="after")
     def _check(self) -> EvidenceCompressorConfig:
         if self.target_ratio is not None and self.max_tokens is not None:
-            raise ValueError("give target_ratio or max_tokens, not both")
+            raise InvalidArgumentError("give target_ratio or max_tokens, not both")
         if self.weight_embedding + self.weight_lexical <= 0:
-            raise ValueError("weight_embedding and weight_lexical cannot both be 0")
+            raise InvalidArgumentError("weight_embedding and weight_lexical cannot both be 0")
         return self
 
 
@@ -343,24 +344,24 @@ class EvidenceCompressor(Compressor):
     @staticmethod
     def _check_query(query: Any) -> None:
         if not isinstance(query, str) or not query.strip():
-            raise ValueError("EvidenceCompressor.compress needs a query: the sentences are scored against it, "
+            raise InvalidArgumentError("EvidenceCompressor.compress needs a query: the sentences are scored against it, "
                              f"and got {query!r}")
 
     def _budget_mode(self, target_ratio: float | None, max_tokens: int | None) -> tuple[float | None, int | None]:
         if target_ratio is not None and max_tokens is not None:
-            raise ValueError("give target_ratio or max_tokens to compress(), not both")
+            raise InvalidArgumentError("give target_ratio or max_tokens to compress(), not both")
         if target_ratio is None and max_tokens is None:
             target_ratio, max_tokens = self.config.target_ratio, self.config.max_tokens
             if target_ratio is None and max_tokens is None:
-                raise ValueError("EvidenceCompressor needs a budget: set target_ratio (e.g. 2.0 keeps about half "
+                raise InvalidArgumentError("EvidenceCompressor needs a budget: set target_ratio (e.g. 2.0 keeps about half "
                                  "the tokens) or max_tokens, in the constructor or in compress()")
         if target_ratio is not None and (isinstance(target_ratio, bool) or not isinstance(target_ratio, (int, float))
                                          or not target_ratio >= 1.0):
-            raise ValueError("target_ratio is input tokens over output tokens and must be a number >= 1.0, "
+            raise InvalidArgumentError("target_ratio is input tokens over output tokens and must be a number >= 1.0, "
                              f"not {target_ratio!r}")
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int)
                                        or max_tokens < 0):
-            raise ValueError(f"max_tokens must be a non-negative int, not {max_tokens!r}")
+            raise InvalidArgumentError(f"max_tokens must be a non-negative int, not {max_tokens!r}")
         return target_ratio, max_tokens
 
     def _signals(self, query: str, texts: list[str], need_embedding: bool) -> tuple[list[float], list[float], float]:

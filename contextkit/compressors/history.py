@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextkit.compressors.base import CompressionReport, Compressor
+from contextkit.errors import InvalidArgumentError
 from contextkit.records import Message
 from contextkit.text import sentence_texts
 from contextkit.tokenizers import Tokenizer, get_tokenizer
@@ -130,7 +131,7 @@ class HistorySummarizer(Compressor):
         keep = self.config.keep_last if keep_last is None else keep_last
         cap = self.config.summary_max_tokens if max_tokens is None else max_tokens
         if keep < 0 or cap < 0:
-            raise ValueError("keep_last and max_tokens must not be negative")
+            raise InvalidArgumentError("keep_last and max_tokens must not be negative")
         older, recent = split_recent(msgs, keep)
         report = CompressionReport(compressor=self.name, items_in=len(msgs))
         tok = self.tokenizer
@@ -275,5 +276,5 @@ def as_messages(values: Iterable[Message | dict[str, Any]]) -> list[Message]:
         try:
             out.append(Message.from_dict(value))
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"message #{position}: {exc}") from None
+            raise InvalidArgumentError(f"message #{position}: {exc}") from None
     return out

@@ -100,16 +100,20 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from contextkit.compressors._pii_detect import (
     Candidate,
-    _Scan,
     _find_card,
     _find_email,
     _find_iban,
     _find_ip,
     _find_phone,
+    _Scan,
 )
-from contextkit.compressors._pii_secrets import _find_assignments, _find_keys, _generic_finder
+from contextkit.compressors._pii_secrets import (
+    _find_assignments,
+    _find_keys,
+    _generic_finder,
+)
 from contextkit.compressors.base import CompressionReport
-from contextkit.errors import RestoreUnavailableError
+from contextkit.errors import InvalidArgumentError, RestoreUnavailableError
 
 __all__ = [
     "KINDS",
@@ -187,9 +191,9 @@ class RedactorConfig(BaseModel):
         kinds = [str(k).upper() for k in value]
         unknown = sorted(set(kinds) - set(KINDS))
         if unknown:
-            raise ValueError(f"unknown kinds {unknown}; known: {list(KINDS)}")
+            raise InvalidArgumentError(f"unknown kinds {unknown}; known: {list(KINDS)}")
         if not kinds:
-            raise ValueError("at least one kind is needed")
+            raise InvalidArgumentError("at least one kind is needed")
         return tuple(k for k in KINDS if k in kinds)
 
 

@@ -22,6 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from contextkit.errors import InvalidArgumentError
+
 __all__ = ["OnnxEncoder", "onnx_available"]
 
 log = logging.getLogger(__name__)
@@ -117,7 +119,7 @@ class OnnxEncoder:
 
         mode = _pooling_mode(st_model)
         if mode is None:
-            raise ValueError("model is not Transformer + mean/CLS Pooling (+ Normalize)")
+            raise InvalidArgumentError("model is not Transformer + mean/CLS Pooling (+ Normalize)")
         self.pooling = mode
         self.tokenizer = st_model.tokenizer
         self.max_length = int(st_model.max_seq_length)

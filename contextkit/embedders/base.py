@@ -17,6 +17,8 @@ from typing import Any, Protocol, Self
 
 from pydantic import BaseModel
 
+from contextkit.errors import InvalidArgumentError
+
 __all__ = ["DEFAULT_MODEL", "BaseEmbedder", "EmbeddingCache", "EmbeddingReport", "MemoryCache", "default_model_path",
            "window_pieces"]
 
@@ -177,7 +179,7 @@ class BaseEmbedder(ABC):
                     embedder.cache = cache
                 return embedder
             classes.extend(found.__subclasses__())
-        raise ValueError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
+        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
 
 
 def window_pieces(text: str, offsets: Sequence[tuple[int, int]], window: int,

@@ -23,7 +23,7 @@ from contextkit.embedders.base import (
     default_model_path,
     window_pieces,
 )
-from contextkit.errors import EmbeddingMemoryError
+from contextkit.errors import EmbeddingMemoryError, InvalidArgumentError
 
 __all__ = ["Embedder"]
 
@@ -71,15 +71,15 @@ class Embedder(BaseEmbedder):
         tokenizer_workers: int | None = None,
     ) -> None:
         if backend not in ("auto", "torch", "onnx"):
-            raise ValueError(f"backend must be 'auto', 'torch' or 'onnx', not {backend!r}")
+            raise InvalidArgumentError(f"backend must be 'auto', 'torch' or 'onnx', not {backend!r}")
         if precision not in ("auto", "fp32", "fp16"):
-            raise ValueError(f"precision must be 'auto', 'fp32' or 'fp16', not {precision!r}")
+            raise InvalidArgumentError(f"precision must be 'auto', 'fp32' or 'fp16', not {precision!r}")
         if backend == "onnx" and precision == "fp16":
-            raise ValueError("backend='onnx' runs in fp32; use precision='auto' or 'fp32', or backend='torch'")
+            raise InvalidArgumentError("backend='onnx' runs in fp32; use precision='auto' or 'fp32', or backend='torch'")
         if batch_size is not None and batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+            raise InvalidArgumentError(f"batch_size must be at least 1, not {batch_size}")
         if backend == "onnx" and device not in ("auto", "cpu"):
-            raise ValueError("backend='onnx' runs on the CPU; use device='cpu' or backend='torch'")
+            raise InvalidArgumentError("backend='onnx' runs on the CPU; use device='cpu' or backend='torch'")
         self.model_name = DEFAULT_MODEL if model == "default" else model
         self._path = default_model_path() if model in ("default", DEFAULT_MODEL) else model
         self.device = device
@@ -185,7 +185,7 @@ class Embedder(BaseEmbedder):
 
         if self._resolved_device() != "cpu":
             if self.backend == "onnx":
-                raise ValueError("backend='onnx' runs on the CPU, and this machine has a GPU: use backend='torch'")
+                raise InvalidArgumentError("backend='onnx' runs on the CPU, and this machine has a GPU: use backend='torch'")
             return None
         if not onnx_available():
             if self.backend == "onnx":

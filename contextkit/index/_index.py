@@ -57,6 +57,7 @@ from contextkit.errors import (
     IndexLockedError,
     IndexMismatchError,
     IndexWriteError,
+    InvalidArgumentError,
 )
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._checksums import FileSum, file_sum
@@ -287,7 +288,7 @@ class Index:
         ``vector_keys`` (the embedder's cache wrote them).
         """
         if len(chunks) != len(vectors) or (len(vectors) and vectors.shape[1] != self.manifest.dim):
-            raise ValueError(f"{len(chunks)} chunks, vectors of shape {vectors.shape}, index dim {self.manifest.dim}")
+            raise InvalidArgumentError(f"{len(chunks)} chunks, vectors of shape {vectors.shape}, index dim {self.manifest.dim}")
         if store_vectors:
             self.store.put_vectors({k: v for k, v in zip(vector_keys, vectors)})
         rowids = self.store.add_chunks(chunks, vector_keys)

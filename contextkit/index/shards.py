@@ -53,7 +53,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from contextkit.errors import IndexFolderError, IndexMismatchError
+from contextkit.errors import IndexFolderError, IndexMismatchError, InvalidArgumentError
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._faiss_kinds import search_faiss
 from contextkit.index._index import Index
@@ -91,7 +91,7 @@ def _shard_folders(paths: str | Path | Sequence[str | Path]) -> list[Path]:
         return found
     folders = [Path(p) for p in paths]
     if not folders:
-        raise ValueError("a sharded index needs at least one shard")
+        raise InvalidArgumentError("a sharded index needs at least one shard")
     return folders
 
 
@@ -127,7 +127,7 @@ class ShardedIndex:
     def __init__(self, shards: Sequence[Index], names: Sequence[str] | None = None, *, owns: bool = False,
                  check_overlap: bool = True) -> None:
         if not shards:
-            raise ValueError("a sharded index needs at least one shard")
+            raise InvalidArgumentError("a sharded index needs at least one shard")
         self.shards = list(shards)
         self.names = list(names) if names is not None else [str(s.path) for s in self.shards]
         self._owns = owns
@@ -207,7 +207,7 @@ class ShardedIndex:
         Ranked by score (higher first), then shard position, then rowid."""
         queries = np.atleast_2d(np.asarray(query_vectors, dtype=np.float32))
         if queries.shape[1] != self.dim:
-            raise ValueError(f"query vectors have dimension {queries.shape[1]}, the shards hold {self.dim}")
+            raise InvalidArgumentError(f"query vectors have dimension {queries.shape[1]}, the shards hold {self.dim}")
         per_query: list[list[tuple[float, int, int]]] = [[] for _ in queries]
         if k <= 0:
             return [[] for _ in queries]
@@ -265,7 +265,7 @@ class ShardedIndex:
             ids, texts = [], []
             for s, shard in enumerate(self.shards):
                 if len(shard) >= 1 << _ROWID_BITS:
-                    raise ValueError(f"shard {self.names[s]}: too many chunks for the global BM25 ids")
+                    raise InvalidArgumentError(f"shard {self.names[s]}: too many chunks for the global BM25 ids")
                 for rowids, batch in shard.store.iter_chunk_texts():
                     ids.append((np.int64(s) << _ROWID_BITS) | np.asarray(rowids, dtype=np.int64))
                     texts += batch

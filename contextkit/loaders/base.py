@@ -16,6 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
+from contextkit.errors import InvalidArgumentError
 from contextkit.loaders._common import LoadLimits, LoadResult, SourceFile
 
 __all__ = ["Loader", "loader_for", "register_loader", "registered_suffixes", "unregister_loader"]
@@ -44,13 +45,13 @@ _REGISTRY: dict[str, Loader] = {}
 def register_loader(loader: Loader, *, replace: bool = False) -> None:
     """Make ``loader`` the one for each of its suffixes; a suffix already taken needs ``replace=True``."""
     if not loader.suffixes:
-        raise ValueError(f"{type(loader).__name__} names no suffixes")
+        raise InvalidArgumentError(f"{type(loader).__name__} names no suffixes")
     for suffix in loader.suffixes:
         if suffix != suffix.lower() or not suffix.startswith("."):
-            raise ValueError(f"suffix {suffix!r} must be lower-case and start with a dot")
+            raise InvalidArgumentError(f"suffix {suffix!r} must be lower-case and start with a dot")
     taken = sorted(s for s in loader.suffixes if s in _REGISTRY and _REGISTRY[s] is not loader)
     if taken and not replace:
-        raise ValueError(f"suffixes {', '.join(taken)} already have a loader; pass replace=True to take them")
+        raise InvalidArgumentError(f"suffixes {', '.join(taken)} already have a loader; pass replace=True to take them")
     _REGISTRY.update(dict.fromkeys(loader.suffixes, loader))
 
 

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from contextkit.errors import InvalidArgumentError, RetrievalError
 from contextkit.records import ScoredChunk
-from contextkit.errors import RetrievalError
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.index import Index
@@ -159,7 +159,7 @@ class Retriever(ABC):
             if found.__name__ == kind:
                 return found
             classes.extend(found.__subclasses__())
-        raise ValueError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
+        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
 
     @abstractmethod
     def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:

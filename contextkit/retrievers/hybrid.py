@@ -7,6 +7,7 @@ from typing import Any, Literal
 import numpy as np
 
 from contextkit.embedders import Embedder
+from contextkit.errors import InvalidArgumentError
 from contextkit.retrievers.base import Retriever
 from contextkit.retrievers.bm25 import BM25Retriever
 from contextkit.retrievers.dense import DenseRetriever
@@ -50,7 +51,7 @@ class HybridRetriever(Retriever):
                  bm25_weight: float = 0.5, depth: int = 100, **options: Any) -> None:
         super().__init__(index, **options)
         if fusion not in ("rrf", "weighted"):
-            raise ValueError(f"fusion must be 'rrf' or 'weighted', not {fusion!r}")
+            raise InvalidArgumentError(f"fusion must be 'rrf' or 'weighted', not {fusion!r}")
         self.dense = DenseRetriever(index, embedder)
         self.embedder = self.dense.embedder
         self.sparse = BM25Retriever(index)

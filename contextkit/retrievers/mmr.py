@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from contextkit.errors import InvalidArgumentError
+
 __all__ = ["mmr_select"]
 
 
@@ -15,7 +17,7 @@ def mmr_select(query: np.ndarray, vectors: np.ndarray, k: int, lambda_: float = 
     expected normalised (cosine = inner product).
     """
     if not 0.0 <= lambda_ <= 1.0:
-        raise ValueError(f"MMR lambda must be in [0, 1], not {lambda_}")
+        raise InvalidArgumentError(f"MMR lambda must be in [0, 1], not {lambda_}")
     n = len(vectors)
     if n == 0:
         return []

@@ -5,6 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any, Self
 
+from contextkit.errors import InvalidArgumentError
 from contextkit.records import ScoredChunk
 
 __all__ = ["CrossEncoderReranker", "Reranker"]
@@ -36,7 +37,7 @@ class Reranker(ABC):
             if found.__name__ == kind:
                 return found(**settings)
             classes.extend(found.__subclasses__())
-        raise ValueError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
+        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
 
 
 class CrossEncoderReranker(Reranker):

@@ -150,3 +150,68 @@ class TestRedactCli:
         (tmp_path / "bad.txt").write_bytes(b"\xff\xfe bad")
         bad = runner.invoke(app, ["redact", str(tmp_path / "bad.txt")])
         assert bad.exit_code == 1 and "UTF-8" in bad.output
+
+
+class TestReported:
+    """The CLI catches one base: contextkit's own errors (and invalid settings) become one line and
+    an exit code; anything else is a bug and keeps its traceback."""
+
+    def test_a_contextkit_error_is_one_line_and_the_exit_code(self, capsys):
+        import pytest
+        import typer
+
+        from contextkit.cli._app import reported
+        from contextkit.errors import IndexMismatchError
+
+        with pytest.raises(typer.Exit) as info:
+            with reported(2):
+                raise IndexMismatchError("ix: built with model 'a', not 'b'")
+        assert info.value.exit_code == 2
+        assert "ix: built with model 'a', not 'b'" in capsys.readouterr().err
+
+    def test_invalid_settings_are_caught_too(self):
+        import pytest
+        import typer
+
+        from contextkit.chunking import ChunkerConfig
+        from contextkit.cli._app import reported
+
+        with pytest.raises(typer.Exit):
+            with reported():
+                ChunkerConfig(chunk_size=10, chunk_overlap=10)
+
+    def test_a_bug_is_not_hidden(self):
+        import pytest
+
+        from contextkit.cli._app import reported
+
+        with pytest.raises(ZeroDivisionError):
+            with reported():
+                1 / 0  # noqa: B018
+
+    def test_invalid_argument_errors_are_still_value_errors(self):
+        from contextkit.errors import ContextkitError, InvalidArgumentError
+        from contextkit.retrievers import mmr_select
+
+        try:
+            mmr_select([], [], k=1, lambda_=2.0)
+        except ValueError as exc:
+            assert isinstance(exc, InvalidArgumentError) and isinstance(exc, ContextkitError)
+        else:
+            raise AssertionError("lambda_=2.0 was accepted")
+
+    def test_bad_options_exit_without_a_traceback(self, tmp_path):
+        (tmp_path / "a.txt").write_text("some text\n", encoding="utf-8")
+        cases = [
+            (["chunk", str(tmp_path / "a.txt"), "--chunk-size", "8", "--overlap", "8"], 2),
+            (["ingest", str(tmp_path), "--index", str(tmp_path / "ix"), "--chunk-size", "8", "--overlap", "9"], 1),
+            (["summarize", str(tmp_path / "a.txt")], 1),
+            (["info", "--index", str(tmp_path)], 1),
+            (["search", "q", "--index", str(tmp_path), "--mode", "nope"], 1),
+        ]
+        for args, code in cases:
+            result = runner.invoke(app, args)
+            assert result.exit_code == code, (args, result.output, result.exception)
+            assert "Traceback" not in result.output, args
+            assert isinstance(result.exception, SystemExit), (args, result.exception)
+            assert "errors.pydantic.dev" not in result.output, args  # one line, not pydantic's dump

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from contextkit.chunking import TokenChunker
+from contextkit.errors import InvalidArgumentError
 from contextkit.loaders import LoadLimits, SourceFile, file_sha256, load_file
 from contextkit.records import Document
 
@@ -112,7 +113,7 @@ class EmbedActor:
                  and got.get(k) != v}
         if wrong:
             said = ", ".join(f"{k}: index {a!r}, worker {b!r}" for k, (a, b) in wrong.items())
-            raise ValueError(f"the model {model!r} on Ray worker {socket.gethostname()} does not match the index "
+            raise InvalidArgumentError(f"the model {model!r} on Ray worker {socket.gethostname()} does not match the index "
                              f"({said}); install the same model on every worker")
         self.calls = 0
         self.kill_once, self.kill_after = kill_once, kill_after

@@ -17,7 +17,11 @@ from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.settings import Settings
 
 from contextkit.assembly.context_assembler import ContextAssembler
-from contextkit.integrations.llamaindex.synthesizer import DEFAULT_INSTRUCTIONS, evidence_from_nodes, llm_budget
+from contextkit.integrations.llamaindex.synthesizer import (
+    DEFAULT_INSTRUCTIONS,
+    evidence_from_nodes,
+    llm_budget,
+)
 from contextkit.records import Message
 
 __all__ = ["ContextKitChatEngine"]

@@ -34,11 +34,17 @@ from llama_index.core.bridge.pydantic import (
 )
 from llama_index.core.node_parser.interface import TextSplitter
 from llama_index.core.node_parser.node_utils import default_id_func
-from llama_index.core.schema import BaseNode, Document as LIDocument
+from llama_index.core.schema import BaseNode
+from llama_index.core.schema import Document as LIDocument
 from llama_index.core.utils import get_tqdm_iterable
 
 from contextkit.chunking import ChunkerConfig, TokenChunker
-from contextkit.integrations.llamaindex.convert import document_from_llamaindex, link_neighbours, node_from_chunk
+from contextkit.errors import InvalidArgumentError
+from contextkit.integrations.llamaindex.convert import (
+    document_from_llamaindex,
+    link_neighbours,
+    node_from_chunk,
+)
 from contextkit.records import Document
 
 __all__ = ["ContextKitNodeParser", "chunk_id_func"]
@@ -79,7 +85,7 @@ def _resolve_id_func(value: Any) -> Any:
         name = value.get("id_func_name")
         if name in _KNOWN_ID_FUNCS:
             return _KNOWN_ID_FUNCS[name]
-        raise ValueError(f"id_func {name!r} cannot be restored from its name; pass it again: "
+        raise InvalidArgumentError(f"id_func {name!r} cannot be restored from its name; pass it again: "
                          "ContextKitNodeParser.from_dict(data, id_func=your_function)")
     return value
 

@@ -54,8 +54,14 @@ from llama_index.core.schema import (
 )
 from pydantic import BaseModel
 
-from contextkit.assembly.passages import Deduplicator, merge_overlapping, normalise_text, order_items
+from contextkit.assembly.passages import (
+    Deduplicator,
+    merge_overlapping,
+    normalise_text,
+    order_items,
+)
 from contextkit.assembly.sections import EvidenceItem
+from contextkit.errors import InvalidArgumentError
 from contextkit.text import truncate_at_sentence
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
@@ -149,10 +155,10 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
         if reserve is None:
             reserve = _default_reserve(llm, get_tokenizer(kwargs.get("tokenizer", "cl100k_base")), question_tokens)
         if reserve < 0:
-            raise ValueError(f"reserve must not be negative, not {reserve}")
+            raise InvalidArgumentError(f"reserve must not be negative, not {reserve}")
         budget = window - num_output - reserve
         if budget <= 0:
-            raise ValueError(f"{getattr(meta, 'model_name', 'the LLM')}: context_window {window} leaves no room "
+            raise InvalidArgumentError(f"{getattr(meta, 'model_name', 'the LLM')}: context_window {window} leaves no room "
                              f"for nodes after num_output {num_output} and reserve {reserve}")
         return cls(token_budget=budget, per_node_overhead=per_node_overhead, **kwargs)
 
@@ -389,7 +395,9 @@ def _default_reserve(llm: Any, tok: Tokenizer, question_tokens: int) -> int:
         DEFAULT_TEXT_QA_PROMPT_SEL,
     )
     from llama_index.core.prompts.prompt_utils import get_empty_prompt_txt
-    from llama_index.core.response_synthesizers.refine import DEFAULT_RESPONSE_PADDING_SIZE
+    from llama_index.core.response_synthesizers.refine import (
+        DEFAULT_RESPONSE_PADDING_SIZE,
+    )
 
     template = 0
     for selector in (DEFAULT_TEXT_QA_PROMPT_SEL, DEFAULT_REFINE_PROMPT_SEL):

@@ -27,8 +27,12 @@ from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
 from contextkit.embedders import Embedder
+from contextkit.errors import InvalidArgumentError
 from contextkit.index import Index
-from contextkit.integrations.llamaindex.convert import filters_from_llamaindex, node_from_chunk
+from contextkit.integrations.llamaindex.convert import (
+    filters_from_llamaindex,
+    node_from_chunk,
+)
 from contextkit.records import ScoredChunk
 from contextkit.retrievers import Filters, RetrievalError, embedder_for, make_retriever
 from contextkit.retrievers.base import Retriever
@@ -65,9 +69,9 @@ class ContextKitRetriever(BaseRetriever):
                  callback_manager: CallbackManager | None = None, verbose: bool = False,
                  **options: Any) -> None:
         if mode not in ("dense", "bm25", "hybrid"):
-            raise ValueError(f"mode must be 'dense', 'bm25' or 'hybrid', not {mode!r}")
+            raise InvalidArgumentError(f"mode must be 'dense', 'bm25' or 'hybrid', not {mode!r}")
         if not isinstance(similarity_top_k, int) or similarity_top_k <= 0:
-            raise ValueError(f"similarity_top_k must be a positive integer, not {similarity_top_k!r}")
+            raise InvalidArgumentError(f"similarity_top_k must be a positive integer, not {similarity_top_k!r}")
         self.mode: Mode = mode
         self.similarity_top_k = similarity_top_k
         self.filters = self._filters(filters)

@@ -14,13 +14,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.response.schema import RESPONSE_TYPE, Response, StreamingResponse
+from llama_index.core.base.response.schema import (
+    RESPONSE_TYPE,
+    Response,
+    StreamingResponse,
+)
 from llama_index.core.llms import LLM
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 
 from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.assembly.sections import EvidenceItem
+from contextkit.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "ContextKitSynthesizer", "evidence_from_nodes", "llm_budget"]
 
@@ -35,7 +40,7 @@ def llm_budget(llm: LLM, reserve: int = 0) -> int:
     meta = llm.metadata
     budget = int(meta.context_window) - int(meta.num_output or 0) - reserve
     if budget <= 0:
-        raise ValueError(f"{meta.model_name}: context_window {meta.context_window} leaves no room for a prompt "
+        raise InvalidArgumentError(f"{meta.model_name}: context_window {meta.context_window} leaves no room for a prompt "
                          f"after num_output {meta.num_output} and reserve {reserve}")
     return budget
 
