@@ -88,7 +88,13 @@ class Tokenizer(ABC):
         return None if mask is None else np.flatnonzero(mask)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.name}
+        """``{"type": ..., "name": ...}``: the name is all :func:`get_tokenizer` needs to load it again."""
+        return {"type": type(self).__name__, "name": self.name}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Tokenizer:
+        """The tokenizer :meth:`to_dict` describes, found offline as :func:`get_tokenizer` finds it."""
+        return get_tokenizer(data["name"])
 
 
 # --------------------------------------------------------------------------- tiktoken

@@ -17,7 +17,7 @@ from pydantic import ConfigDict, Field
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
 from contextkit.assembly.profiles import ModelProfile
 from contextkit.assembly.sections import EvidenceItem, Section, SectionError
-from contextkit.errors import HistoryFileError
+from contextkit.errors import HistoryFileError, InvalidArgumentError
 from contextkit.records import Message
 
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
@@ -203,14 +203,19 @@ class ContextAssembler:
 
     # --------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:
-        data = self.config.model_dump()
+        """The settings (a profile as its fields), for :meth:`from_dict`; JSON-ready."""
+        data = {"type": "ContextAssembler", **self.config.model_dump()}
         if self.profile is not None:
             data["budget"] = self.profile.model_dump()
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> ContextAssembler:
+        """Rebuild from :meth:`to_dict`; ``kwargs`` pass what a dict cannot hold (``index=``, a summarizer)."""
         data = dict(data)
+        kind = data.pop("type", "ContextAssembler")
+        if kind != "ContextAssembler":
+            raise InvalidArgumentError(f"ContextAssembler.from_dict got the settings of a {kind!r}")
         budget = data.pop("budget", None)
         if isinstance(budget, dict):
             budget = ModelProfile(**budget)

@@ -83,12 +83,12 @@ class ContextKitSynthesizer(BaseSynthesizer):
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"class_name": "ContextKitSynthesizer", "instructions": self.instructions,
+        return {"type": "ContextKitSynthesizer", "class_name": "ContextKitSynthesizer", "instructions": self.instructions,
                 "reserve_tokens": self.reserve_tokens, "streaming": self._streaming, **self.assembler_options}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], llm: LLM | None = None) -> ContextKitSynthesizer:
-        data = {k: v for k, v in data.items() if k != "class_name"}
+        data = {k: v for k, v in data.items() if k not in ("type", "class_name")}
         return cls(llm=llm, **data)
 
     # ---------------------------------------------------------------- prompt
