@@ -6,7 +6,7 @@ import inspect
 import json
 
 import pytest
-from assembly_samples import SENTENCES, _items, _sections, _text, _wrapped
+from assembly.assembly_samples import SENTENCES, _items, _sections, _text, _wrapped
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from assembly_samples import _text
+from assembly.assembly_samples import _text
 
 from contextkit.assembly import EvidenceItem
 from contextkit.assembly.passages import Deduplicator, merge_overlapping, order_items

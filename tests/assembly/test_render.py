@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from assembly_samples import _sections, _wrapped
+from assembly.assembly_samples import _sections, _wrapped
 
 from contextkit.assembly import EvidenceItem, Section, SectionError, assemble
 
