@@ -159,6 +159,8 @@ def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] =
 def _read_text(path: Path) -> str:
     try:
         return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise fail(f"{path}: cannot read ({exc.strerror or exc})") from None
     except UnicodeDecodeError as exc:
         raise fail(f"{path}: not valid UTF-8 (byte {exc.start})") from None
 
