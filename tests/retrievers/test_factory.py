@@ -3,8 +3,6 @@ from types import SimpleNamespace
 import pytest
 
 import contextkit.retrievers as retrievers
-from contextkit.index import Index
-from contextkit.ingestion import ingest
 from contextkit.retrievers import (
     BM25Retriever,
     DenseRetriever,
@@ -15,24 +13,6 @@ from contextkit.retrievers import (
 )
 
 QUERY = "how long should bread dough rise"
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory, embedder):
-    root = tmp_path_factory.mktemp("factory")
-    folder = root / "docs"
-    folder.mkdir()
-    docs = {
-        "faiss.md": "FAISS searches dense vectors by inner product. An IndexIDMap2 keeps caller ids.",
-        "bm25.md": "BM25 ranks documents by term frequency and inverse document frequency.",
-        "bread.txt": "Knead the dough for ten minutes and let the bread rise until doubled.",
-        "cake.txt": "Whisk eggs and sugar, fold in flour, and bake the cake for thirty minutes.",
-    }
-    for name, text in docs.items():
-        (folder / name).write_text(text + "\n", encoding="utf-8")
-    ingest([folder], root / "ix", embedder=embedder)
-    with Index.open(root / "ix", read_only=True) as opened:
-        yield opened
 
 
 def _hits(retriever):

@@ -17,27 +17,6 @@ from contextkit.retrievers import (
 )
 
 
-@pytest.fixture(scope="module")
-def corpus_index(tmp_path_factory, embedder):
-    """Ingested once for the module: every test opens it read-only."""
-    tmp_path = tmp_path_factory.mktemp("corpus")
-    folder = tmp_path / "docs"
-    (folder / "guide").mkdir(parents=True)
-    docs = {
-        "guide/faiss.md": "FAISS searches dense vectors by inner product. An IndexIDMap2 keeps caller ids.",
-        "guide/bm25.md": "BM25 ranks documents by term frequency and inverse document frequency.",
-        "bread.txt": "Knead the dough for ten minutes and let the bread rise until doubled.",
-        "cake.txt": "Whisk eggs and sugar, fold in flour, and bake the cake for thirty minutes.",
-        "pasta.txt": "Boil salted water, cook the pasta until al dente, and drain it.",
-    }
-    for name, text in docs.items():
-        (folder / name).write_text(text + "\n", encoding="utf-8")
-    ingest([folder], tmp_path / "ix", embedder=embedder)
-    index = Index.open(tmp_path / "ix", read_only=True)
-    yield index, folder
-    index.close()
-
-
 class TestFusion:
     def test_rrf_by_hand(self):
         fused = rrf_fuse([[(1, 0.9), (2, 0.8)], [(2, 5.0), (3, 4.0)]], [1.0, 1.0], k=60)

@@ -8,8 +8,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from contextkit.index import Index
-from contextkit.ingestion import ingest
 from contextkit.records import ScoredChunk
 from contextkit.retrievers import (
     BM25Retriever,
@@ -54,25 +52,6 @@ class WordRetriever(Retriever):
 
     def _settings(self) -> dict[str, Any]:
         return {**super()._settings(), "lowercase": self.lowercase}
-
-
-@pytest.fixture(scope="module")
-def index(tmp_path_factory, embedder):
-    root = tmp_path_factory.mktemp("serialisation")
-    folder = root / "docs"
-    (folder / "guide").mkdir(parents=True)
-    docs = {
-        "guide/faiss.md": "FAISS searches dense vectors by inner product. An IndexIDMap2 keeps caller ids.",
-        "guide/bm25.md": "BM25 ranks documents by term frequency and inverse document frequency.",
-        "bread.txt": "Knead the dough for ten minutes and let the bread rise until doubled.",
-        "cake.txt": "Whisk eggs and sugar, fold in flour, and bake the cake for thirty minutes.",
-        "pasta.txt": "Boil salted water, cook the pasta until al dente, and drain it.",
-    }
-    for name, text in docs.items():
-        (folder / name).write_text(text + "\n", encoding="utf-8")
-    ingest([folder], root / "ix", embedder=embedder)
-    with Index.open(root / "ix", read_only=True) as opened:
-        yield opened
 
 
 def hits_of(retriever: Retriever) -> list[list[tuple[str, float]]]:
