@@ -64,3 +64,12 @@ def settings_message(exc: Any) -> str:
         where = ".".join(str(part) for part in error.get("loc", ()))
         parts.append(f"{where}: {why}" if where else why)
     return f"{exc.title}: " + "; ".join(parts)
+
+
+def progress_bar(*fields: str, disabled: bool = False) -> Any:
+    """A rich progress bar on stderr: description, bar, done/total, then ``fields`` columns, elapsed time."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn()]
+    columns += [TextColumn(f) for f in fields]
+    return Progress(*columns, TimeElapsedColumn(), console=err, disable=disabled)

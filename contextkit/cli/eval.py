@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import JsonOpt, app, err, fail, out, reported
+from contextkit.cli._app import JsonOpt, app, err, fail, out, progress_bar, reported
 from contextkit.cli.ingest import IngestProgress
 
 
@@ -93,18 +93,9 @@ class _EvalProgress:
     """Ingestion bar (only when the index is built), then one bar per mode; all on stderr."""
 
     def __init__(self, disabled: bool) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
         self.ingest = IngestProgress(disabled)
         self.ingesting = False
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), console=err, disable=disabled)
+        self.progress = progress_bar(disabled=disabled)
         self.task = None
         self.started = False
 

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, reported
+from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, progress_bar, reported
 
 
 @app.command()
@@ -89,21 +89,10 @@ def ingest(
 
 class IngestProgress:
     def __init__(self, disabled: bool) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
         self.disabled = disabled
-        self.progress = Progress(
-            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("{task.fields[chunks]} chunks · {task.fields[tokens]} tokens · "
-                       "{task.fields[embedded]} embedded · {task.fields[rate]} chunks/s"),
-            TimeElapsedColumn(), console=err, disable=disabled,
-        )
+        self.progress = progress_bar("{task.fields[chunks]} chunks · {task.fields[tokens]} tokens · "
+                                     "{task.fields[embedded]} embedded · {task.fields[rate]} chunks/s",
+                                     disabled=disabled)
         self.task = None
         self.chunks = self.tokens = self.embedded = 0
 
