@@ -239,23 +239,12 @@ class Embedder(BaseEmbedder):
         ``progress`` is called with the number of texts finished as batches complete;
         ``keys`` are the texts' :meth:`cache_key` values when the caller has them.
         """
-        import numpy as np
-
         texts = list(texts)
-        out = np.zeros((len(texts), self.dim), dtype=np.float32)
-        report = EmbeddingReport(texts=len(texts))
         if self.cache is not None and keys is None:
             keys = [self.cache_key(t) for t in texts]
-        cached = self.cache.get_vectors(keys) if self.cache is not None else {}
-        todo = []
-        for i, text in enumerate(texts):
-            vec = cached.get(keys[i]) if cached else None
-            if vec is not None:
-                out[i] = vec
-                report.cache_hits += 1
-            else:
-                todo.append(i)
-        if cached and progress:
+        out, todo = self._from_cache(len(texts), keys)
+        report = EmbeddingReport(texts=len(texts), cache_hits=len(texts) - len(todo))
+        if report.cache_hits and progress:
             progress(report.cache_hits)
         # Slices, each cached as soon as it is embedded: a crash mid-way through a large
         # file loses at most one slice of model work.

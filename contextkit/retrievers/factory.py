@@ -8,7 +8,6 @@ model is added in one place.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from contextkit.embedders import Embedder
@@ -49,25 +48,17 @@ def embedder_for(index: Any, device: str = "auto", batch_size: int | None = None
     ``shared`` returns one loaded model per process for these settings (a notebook or the
     demo asks many questions); leave it off when the caller changes the embedder (its cache).
     """
-    if shared:
-        return _shared(_SettingsOf(index.manifest), device, batch_size)
-    return Embedder.for_index(index, device, batch_size)
+    if not shared:
+        return Embedder.for_index(index, device, batch_size)
+    manifest = index.manifest
+    key = (manifest.model, manifest.embedder.get("long_text", "window"), device, batch_size)
+    if key not in _SHARED:
+        while len(_SHARED) >= _SHARED_MAX:  # the oldest model goes first
+            _SHARED.pop(next(iter(_SHARED)))
+        _SHARED[key] = Embedder.for_index(index, device, batch_size)
+    return _SHARED[key]
 
 
-class _SettingsOf:
-    """What :meth:`Embedder.for_index` reads of an index, hashable: the key of the shared models."""
-
-    def __init__(self, manifest: Any) -> None:
-        self.manifest = manifest
-        self._key = (manifest.model, manifest.embedder.get("long_text", "window"))
-
-    def __hash__(self) -> int:
-        return hash(self._key)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _SettingsOf) and other._key == self._key
-
-
-@lru_cache(maxsize=2)
-def _shared(settings: _SettingsOf, device: str, batch_size: int | None) -> Embedder:
-    return Embedder.for_index(settings, device, batch_size)
+#: The models ``embedder_for(..., shared=True)`` keeps loaded, by what defines their vectors.
+_SHARED: dict[tuple[str, str, str, int | None], Embedder] = {}
+_SHARED_MAX = 2
