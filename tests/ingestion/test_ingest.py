@@ -121,6 +121,17 @@ class TestIngestReuse:
         assert second.embedding.cache_hits == 0  # each index is its own cache
         assert embedder.cache is None  # the closed index store is not left behind
 
+    def test_a_refused_run_leaves_the_callers_embedder_usable(self, tmp_path, small_corpus, embedder):
+        # A notebook keeps one embedder; a run refused for a setting that differs from the index's
+        # must not leave it holding that index's (closed) store as its cache.
+        from contextkit.index import IndexMismatchError
+
+        ingest([small_corpus], tmp_path / "ix", embedder=embedder)
+        with pytest.raises(IndexMismatchError):
+            ingest([small_corpus], tmp_path / "ix", embedder=embedder, redact=True)
+        assert embedder.cache is None
+        assert embedder.embed(["still works"]).shape == (1, embedder.dim)
+
     def test_workers_chunk_folders_in_parallel_with_the_same_result(self, tmp_path, peps, embedder):
         folder = tmp_path / "peps"
         folder.mkdir()
