@@ -28,7 +28,12 @@ __all__ = [
     "IndexMismatchError",
     "IndexWriteError",
     "InvalidArgumentError",
+    "LLMCallError",
+    "LLMTimeoutError",
     "LlamaIndexVersionError",
+    "ModelNotFoundError",
+    "NothingToIngestError",
+    "OutputValidationError",
     "ProfileError",
     "RayClusterError",
     "RayIngestError",
@@ -40,6 +45,8 @@ __all__ = [
     "StoreCorruptError",
     "StoreWriteError",
     "TokenizerNotFoundError",
+    "UnknownOptionError",
+    "UsageLogError",
 ]
 
 
@@ -121,6 +128,37 @@ class StoreCorruptError(IndexCorruptError, sqlite3.DatabaseError):
     """SQLite found the records store damaged (still a ``sqlite3.DatabaseError``)."""
 
 
+class IndexExistsError(IndexFolderError):
+    """``Index.create`` on a folder that already holds an index (another process may just have made it)."""
+
+
+class IndexReadOnlyError(IndexWriteError, PermissionError):
+    """A write to an index that is read-only (a read-only mount, files the user cannot write, or an
+    index opened with ``read_only=True``); the message names the folder. Reads still work."""
+
+
+# ------------------------------------------------------------ ingestion
+
+
+class NothingToIngestError(ContextkitError, ValueError):
+    """An ingestion run found no file to load (a missing path, an empty folder, a glob matching
+    nothing); nothing was written. ``failures`` holds the inputs that failed, as values."""
+
+    def __init__(self, message: str, failures: list | None = None) -> None:
+        super().__init__(message)
+        self.failures = list(failures or [])
+
+
+class UnknownOptionError(ContextkitError, TypeError):
+    """An option name that the component does not have (a typo such as ``chunk_sise``); the message
+    names it and the closest known name. A ``TypeError``, as an unexpected keyword argument is."""
+
+
+class ModelNotFoundError(ContextkitError, LookupError):
+    """The embedding model named cannot be loaded (not installed, not cached offline, not a
+    sentence-transformers model); the message names it and what would do."""
+
+
 # ------------------------------------------------------------ ingestion on Ray
 
 
@@ -192,3 +230,26 @@ class LlamaIndexVersionError(ContextkitError, ImportError):
 
 class ConversionError(ContextkitError, ValueError):
     """A node or document cannot become a contextkit record exactly (the message says why)."""
+
+
+# ------------------------------------------------------------ LLM calls (contextkit.llm)
+
+
+class LLMCallError(ContextkitError, RuntimeError):
+    """Every model (the LLM and its fallbacks) failed past its retries; ``attempts`` lists each try."""
+
+    def __init__(self, message: str, attempts: list | None = None) -> None:
+        super().__init__(message)
+        self.attempts = list(attempts or [])
+
+
+class LLMTimeoutError(ContextkitError, TimeoutError):
+    """One LLM call took longer than its ``timeout`` (still a ``TimeoutError``)."""
+
+
+class OutputValidationError(ContextkitError, ValueError):
+    """The model's answer is not JSON, or not valid for the requested output model (the message says why)."""
+
+
+class UsageLogError(ContextkitError, ValueError):
+    """A usage log that cannot be read, or a line of it that is not a usage record (names the line)."""

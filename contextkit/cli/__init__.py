@@ -20,7 +20,7 @@ from contextkit.cli._app import app, err
 
 # isort: off
 # Registers the commands, in the order of --help: the pipeline's.
-from contextkit.cli import ingest, search, assemble, compress, index, eval, demo  # noqa: F401
+from contextkit.cli import ingest, search, assemble, compress, index, eval, demo, usage  # noqa: F401
 # isort: on
 
 __all__ = ["app", "main"]

@@ -1,0 +1,272 @@
+"""One call to a LlamaIndex LLM: the prompt in the form it takes, the answer, its tokens and cost.
+
+Kept apart from the retry loop so that the loop reads as the policy it is. Three jobs:
+
+* a prompt (a string, chat messages or an ``AssemblyResult``) becomes a :class:`Request`:
+  chat messages for ``llm.chat`` when the prompt is messages (or an assembly result and the
+  model is a chat model), else one string for ``llm.complete``;
+* a sync call with a ``timeout`` runs in a daemon worker thread; we stop waiting after the
+  timeout, and the thread may still finish in the background (a Python thread cannot be
+  killed, and the provider's client holds the socket). Without a timeout, no thread;
+* tokens are the provider's when the response reports them (``raw.usage`` or LlamaIndex's
+  ``additional_kwargs``), else counted with the tokenizer of the model profile that matches
+  ``metadata.model_name`` (cl100k_base, and no cost, when none does).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextkit.errors import (
+    ContextkitError,
+    InvalidArgumentError,
+    LLMTimeoutError,
+    ProfileError,
+)
+from contextkit.llm._types import Usage
+
+__all__ = ["Request", "call_sync", "model_name", "usage_for"]
+
+_TOKENIZERS: dict[str, Any] = {}
+_PROFILES: dict[str, Any] = {}
+
+
+def model_name(llm: Any) -> str:
+    """The LLM's ``metadata.model_name``, else its class name."""
+    try:
+        name = getattr(llm.metadata, "model_name", None)
+    except Exception:  # noqa: BLE001 - a metadata property of a third-party LLM may raise
+        name = None
+    return str(name) if name else type(llm).__name__
+
+
+def _is_chat(llm: Any) -> bool:
+    try:
+        return bool(getattr(llm.metadata, "is_chat_model", False))
+    except Exception:  # noqa: BLE001
+        return False
+
+
+@dataclass
+class Request:
+    """What is sent: ``messages`` (dicts of role and content) or ``text``, and the assembly it came from.
+
+    For an ``AssemblyResult`` the chat messages are built only when a chat model asks for them
+    (``result.messages(style="openai")``, where the result offers it), so a completion model
+    pays nothing for them.
+    """
+
+    text: str
+    given: list[dict[str, str]] | None = None
+    source: Any = None
+    extra: list[dict[str, str]] = field(default_factory=list)
+    _built: list[dict[str, str]] | None = None
+
+    @property
+    def assembly(self) -> Any:
+        """The assembly report, for an assembled prompt."""
+        return getattr(self.source, "report", None)
+
+    @property
+    def messages(self) -> list[dict[str, str]] | None:
+        if self.given is not None or self.source is None:
+            return self.given
+        if self._built is None:
+            self._built = _assembly_messages(self.source)
+        return self._built or None
+
+    @classmethod
+    def build(cls, prompt: Any) -> Request:
+        """A string, a list of messages (dicts, contextkit ``Message`` or LlamaIndex ``ChatMessage``) or an AssemblyResult."""
+        if isinstance(prompt, str):
+            return cls(text=prompt)
+        if getattr(prompt, "report", None) is not None and isinstance(getattr(prompt, "prompt", None), str):
+            return cls(text=prompt.prompt, source=prompt)
+        if isinstance(prompt, (list, tuple)) and prompt:
+            messages = [_as_dict(m) for m in prompt]
+            return cls(text="\n\n".join(m["content"] for m in messages), given=messages)
+        raise InvalidArgumentError("prompt must be a string, a non-empty list of chat messages or an "
+                                   f"AssemblyResult, not {type(prompt).__name__}")
+
+    def with_repair(self, answer: str, instruction: str) -> Request:
+        """The request and, after it, the last invalid answer and what to fix (a new turn for chat).
+
+        Only the last answer is kept: each repair shows the model one mistake, not a growing transcript.
+        """
+        extra = [{"role": "assistant", "content": answer}, {"role": "user", "content": instruction}]
+        return Request(text=self.text, given=self.given, source=self.source, extra=extra,
+                       _built=self._built)
+
+    def uses_chat(self, llm: Any) -> bool:
+        if self.given is not None:
+            return True
+        return self.source is not None and _is_chat(llm) and self.messages is not None
+
+    def completion_text(self) -> str:
+        if not self.extra:
+            return self.text
+        turns = "\n\n".join(f"{m['role']}: {m['content']}" for m in self.extra)
+        return f"{self.text}\n\n{turns}"
+
+    def chat_messages(self) -> list[Any]:
+        from llama_index.core.llms import ChatMessage
+
+        return [ChatMessage(role=m["role"], content=m["content"]) for m in [*(self.messages or []), *self.extra]]
+
+    def counted_text(self, chat: bool) -> str:
+        """The text whose tokens estimate the input: the messages' contents when sent as chat."""
+        if not chat or self.messages is None:
+            return self.completion_text()
+        return "\n\n".join(m["content"] for m in [*self.messages, *self.extra])
+
+
+def _assembly_messages(result: Any) -> list[dict[str, str]]:
+    """The chat messages of an assembly result, or [] when it offers none (then its prompt is sent)."""
+    if not callable(getattr(result, "messages", None)):
+        return []
+    try:
+        return [_as_dict(m) for m in result.messages(style="openai")]
+    except ContextkitError:  # a result without chat parts: the prompt string is sent instead
+        return []
+
+
+def _as_dict(message: Any) -> dict[str, str]:
+    if isinstance(message, dict):
+        role, content = message.get("role"), message.get("content")
+    else:
+        role, content = getattr(message, "role", None), getattr(message, "content", None)
+    role = getattr(role, "value", role)
+    if not isinstance(role, str) or not isinstance(content, str):
+        raise InvalidArgumentError(f"a chat message needs a role and a text content, not {message!r:.80}")
+    return {"role": role, "content": content}
+
+
+# --------------------------------------------------------------------------- calling
+
+
+def invoke(llm: Any, request: Request) -> tuple[str, Any]:
+    """One sync call; the answer text and the raw response."""
+    if request.uses_chat(llm):
+        response = llm.chat(request.chat_messages())
+        return str(response.message.content or ""), response
+    response = llm.complete(request.completion_text())
+    return str(response.text or ""), response
+
+
+async def ainvoke(llm: Any, request: Request) -> tuple[str, Any]:
+    """One async call, as :func:`invoke`."""
+    if request.uses_chat(llm):
+        response = await llm.achat(request.chat_messages())
+        return str(response.message.content or ""), response
+    response = await llm.acomplete(request.completion_text())
+    return str(response.text or ""), response
+
+
+def call_sync(llm: Any, request: Request, timeout: float | None) -> tuple[str, Any]:
+    """:func:`invoke`, given up on after ``timeout`` seconds (the worker thread may finish later)."""
+    if timeout is None:
+        return invoke(llm, request)
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["value"] = invoke(llm, request)
+        except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name="contextkit-llm-call", daemon=True).start()
+    if not done.wait(timeout):
+        raise LLMTimeoutError(f"{model_name(llm)} did not answer within {timeout:g} s")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+# --------------------------------------------------------------------------- tokens and cost
+
+
+def reported_tokens(response: Any) -> tuple[int, int] | None:
+    """(input, output) tokens as the provider reported them, or None."""
+    sources = [getattr(response, "additional_kwargs", None)]
+    raw = getattr(response, "raw", None)
+    sources.append(raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None))
+    for source in sources:
+        if source is None:
+            continue
+        get = source.get if isinstance(source, dict) else lambda key, s=source: getattr(s, key, None)
+        pairs = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))
+        for a, b in pairs:
+            tin, tout = get(a), get(b)
+            if isinstance(tin, int) and isinstance(tout, int):
+                return tin, tout
+    return None
+
+
+def profile_for(name: str) -> Any:
+    """The model profile for ``name``: the exact one, else the longest whose name begins ``name``; or None."""
+    if name in _PROFILES:
+        return _PROFILES[name]
+    from contextkit.assembly.profiles import get_profile, list_profiles
+
+    try:
+        found = get_profile(name)
+    except ProfileError:
+        prefixes = [p for p in list_profiles() if name.startswith(p.name)]
+        found = max(prefixes, key=lambda p: len(p.name)) if prefixes else None
+    _PROFILES[name] = found
+    return found
+
+
+def forget_profiles() -> None:
+    """Drop the name -> profile cache (after ``register_profile(..., replace=True)``)."""
+    _PROFILES.clear()
+
+
+def _tokenizer(name: str) -> Any:
+    if name not in _TOKENIZERS:
+        from contextkit.tokenizers import get_tokenizer
+
+        _TOKENIZERS[name] = get_tokenizer(name)
+    return _TOKENIZERS[name]
+
+
+def _price(tokens: int, per_million: float | None) -> float | None:
+    return None if per_million is None else tokens * per_million / 1_000_000
+
+
+def _assembly_tokens(request: Request, chat: bool, tokenizer: str) -> int | None:
+    """The assembly's own exact count of what was sent, when it counted with the same tokenizer."""
+    report = request.assembly
+    if report is None or request.extra or getattr(report, "tokenizer", None) != tokenizer:
+        return None
+    if not chat:
+        return int(report.tokens)
+    counter = getattr(request.source, "message_tokens", None)
+    try:
+        return int(counter("openai", tokenizer)) if callable(counter) else None
+    except ContextkitError:
+        return None
+
+
+def usage_for(model: str, request: Request, text: str, response: Any, chat: bool = False) -> Usage:
+    """Tokens and cost of one answered call to ``model`` (``chat``: it was sent as messages)."""
+    profile = profile_for(model)
+    tokenizer = profile.tokenizer if profile is not None else "cl100k_base"
+    reported = reported_tokens(response)
+    if reported is not None:
+        tin, tout, counted = reported[0], reported[1], "reported"
+    else:
+        tin = _assembly_tokens(request, chat, tokenizer)
+        if tin is None:
+            tin = _tokenizer(tokenizer).count(request.counted_text(chat))
+        tout, counted = _tokenizer(tokenizer).count(text), "counted"
+    in_cost = _price(tin, getattr(profile, "input_price_per_million", None))
+    out_cost = _price(tout, getattr(profile, "output_price_per_million", None))
+    known = [c for c in (in_cost, out_cost) if c is not None]
+    return Usage(input_tokens=tin, output_tokens=tout, counted=counted, tokenizer=tokenizer,
+                 input_cost_usd=in_cost, output_cost_usd=out_cost, cost_usd=sum(known) if known else None)
