@@ -26,19 +26,45 @@ _Early = tuple[EvidenceItem, str, str | None, str | None]
 
 
 def redacted(section: Section, redactor: Any) -> Section:
-    """A copy of ``section`` with PII masked: evidence, history and the question (not instructions)."""
+    """A copy of ``section`` with PII masked, in the redactor's one session (one placeholder per value,
+    wherever it occurs): the text of evidence, history, the question and tool output, and what comes
+    with them and reaches the prompt, the report or the audit log: item ids, sources, document ids and
+    metadata, message ids, the section's attribute values. Instructions, tasks and custom sections
+    are the caller's own text and are left as given."""
+    mask = getattr(redactor, "mask", None) or (lambda value: redactor.redact(value).text if value else value)
+
+    def plain_mask_data(value: Any) -> Any:  # for a redactor with only redact(): PIIRedactor has mask_data
+        if isinstance(value, str):
+            return mask(value)
+        if isinstance(value, dict):
+            return {mask(k) if isinstance(k, str) else k: plain_mask_data(v) for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(plain_mask_data(v) for v in value)
+        return value
+
+    mask_data = getattr(redactor, "mask_data", None) or plain_mask_data
+    attributes = {k: mask(v) for k, v in section.attributes.items()} if section.attributes else section.attributes
+    if attributes != section.attributes:
+        section = copy_with(section, attributes=attributes)
     if section.items is not None:
         items = []
         for item in section.items:
-            masked = redactor.redact(item.text).text
-            items.append(item if masked == item.text else copy_with(
-                item, text=masked, token_count=None, start=None, end=None, doc_id=None))  # offsets no longer fit
+            text, ident, source = mask(item.text), mask(item.id), mask(item.source)
+            doc_id = mask(item.doc_id) if item.doc_id else item.doc_id
+            metadata = mask_data(item.metadata) if item.metadata else item.metadata
+            if (text, ident, source, doc_id, metadata) == (item.text, item.id, item.source, item.doc_id, item.metadata):
+                items.append(item)
+            elif text == item.text:
+                items.append(copy_with(item, id=ident, source=source, doc_id=doc_id, metadata=metadata))
+            else:  # offsets no longer fit the masked text
+                items.append(copy_with(item, text=text, id=ident, source=source, metadata=metadata, token_count=None,
+                                       start=None, end=None, doc_id=None))
         return copy_with(section, items=items)
     if section.messages is not None:
-        return copy_with(section, messages=[Message(m.role, redactor.redact(m.content).text, m.timestamp, m.id)
-                                            for m in section.messages])
-    if section.role == "question" and section.content:
-        return copy_with(section, content=redactor.redact(section.content).text)
+        return copy_with(section, messages=[Message(m.role, mask(m.content), m.timestamp,
+                                                    mask(m.id) if m.id else m.id) for m in section.messages])
+    if section.role in ("question", "tool_result") and section.content:
+        return copy_with(section, content=mask(section.content))
     return section
 
 

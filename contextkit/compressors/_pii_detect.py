@@ -41,15 +41,41 @@ _IIN_RANGES = (
     (4, 2200, 2204, "mir"),
     (4, 6011, 6011, "discover"), (3, 644, 649, "discover"), (2, 65, 65, "discover"),
     (6, 622126, 622925, "discover"),
-    (4, 3528, 3589, "jcb"),
+    (4, 2131, 2131, "jcb15"), (4, 1800, 1800, "jcb15"), (2, 35, 35, "jcb"),
     (3, 300, 305, "diners"), (4, 3095, 3095, "diners"), (2, 36, 36, "diners"), (2, 38, 39, "diners"),
     (2, 62, 62, "unionpay"),
-    *((4, p, p, "maestro") for p in (5018, 5020, 5038, 5893, 6304, 6759, 6761, 6762, 6763)),
-    (2, 50, 50, "maestro"), (2, 56, 58, "maestro"),
+    *((4, p, p, "maestro") for p in (5018, 5020, 5038, 5893, 6304, 6759, 6761, 6762, 6763, 6390, 604)),
+    (2, 50, 50, "maestro"), (2, 56, 58, "maestro"), (1, 6, 6, "maestro"),
 )
 _CARD_LENGTHS = {"visa": (13, 16, 19), "mastercard": (16,), "amex": (15,), "mir": range(16, 20),
-                 "discover": range(16, 20), "jcb": range(16, 20), "diners": range(14, 20),
-                 "unionpay": range(16, 20), "maestro": range(13, 20)}
+                 "discover": range(16, 20), "jcb": range(16, 20), "jcb15": (15,), "diners": range(14, 20),
+                 "unionpay": range(16, 20), "maestro": range(12, 20)}
+#: Words that make a number a product code, not a card: barcodes (EAN, UPC, GTIN), books, orders.
+_BARCODE_CONTEXT = re.compile(
+    r"(?i:\b(?:ean|ean-?1[34]|ean-?8|upc|upc-?a|gtin|isbn|issn|barcode|bar code|sku|order|invoice|"
+    r"tracking|serial|imei|pmid)\b)[^\w\n]{0,6}(?:no\.?|nr\.?|number|code|#)?"
+    r"[^\w\n]{0,4}\Z")
+
+
+def _gs1_ok(digits: str) -> bool:
+    """The GS1 check digit (EAN-8/13, UPC-A, GTIN-14): weights 3 and 1 from the right."""
+    total = sum((3 if i % 2 else 1) * (ord(ch) - 48) for i, ch in enumerate(reversed(digits)))
+    return total % 10 == 0
+
+
+_CARD_WORD = re.compile(r"(?i:card|visa|maestro|master|amex|credit|debit|kort|karte|carte|tarjeta|cart[aã]o|"
+                        r"karta|kaart|\bcc\b|\bpan\b|paid|pay)")
+
+
+def _barcode(text: str, s: int, e: int, digits: str) -> bool:
+    """A barcode or product number rather than a card: any number after a barcode or order word, or an
+    unseparated GS1-valid UPC-A / EAN-13 (12 or 13 digits) without a card word before it. A 13-digit
+    Visa or a 12/13-digit Maestro whose digits also pass the GS1 check (one in ten) is taken for the
+    barcode it equally is, unless grouped as cards are printed or named as a card."""
+    before = text[max(0, s - 40):s]
+    if _BARCODE_CONTEXT.search(before):
+        return True
+    return len(digits) in (12, 13) and e - s == len(digits) and _gs1_ok(digits) and not _CARD_WORD.search(before)
 
 
 def _card_brand(d: str) -> str | None:
@@ -151,7 +177,7 @@ class _Scan:
 
 _EMAIL = re.compile(
     r"[\w%+\-](?:[\w.%+\-]{0,62}[\w%+\-])?@"
-    r"(?:[^\W_](?:[\w\-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?![\w\-]|\.[^\W_])"
+    r"(?:[^\W_](?:[\w\-]{0,61}[^\W_])?\.)+[^\W\d_]{2,24}(?!\w|-[^\W\d]|\.[^\W_])"  # "...uk-1" in an id ends there
 )
 
 
@@ -196,7 +222,7 @@ def _joined(text: str, end: int) -> bool:
     return end + 1 < len(text) and text[end] in "/.:,-" and text[end + 1].isdigit()
 
 
-_CARD = re.compile(r"\d\d{1,5}(?:[ \-]\d{1,6}){1,5}|\d{13,19}")
+_CARD = re.compile(r"\d\d{1,5}(?:[ \-]\d{1,6}){1,5}|\d{12,19}")
 _DIGIT_RUN = re.compile(r"\d+")
 
 
@@ -204,7 +230,7 @@ def _find_card(scan: _Scan) -> list[Candidate]:
     text = scan.text
     out: list[Candidate] = []
     for lo, hi in scan.regions:
-        if hi - lo < 13:
+        if hi - lo < 12:
             continue
         pos = lo
         while True:
@@ -251,9 +277,10 @@ def _card_groups(text: str, groups: list[tuple[int, int]], i: int, j: int) -> bo
 
 
 def _is_card(text: str, s: int, e: int, digits: str) -> bool:
-    """13 to 19 digits standing alone, with a known network's prefix and length and a valid Luhn check."""
-    return 13 <= len(digits) <= 19 and _digit_boundary_ok(text, s, e) and bool(_card_brand(digits)) \
-        and _luhn_ok(digits)
+    """12 to 19 digits standing alone, with a known network's prefix and length and a valid Luhn check,
+    not after a barcode, book or order word."""
+    return 12 <= len(digits) <= 19 and _digit_boundary_ok(text, s, e) and bool(_card_brand(digits)) \
+        and _luhn_ok(digits) and not _barcode(text, s, e, digits)
 
 
 _IBAN = re.compile(r"[A-Z][A-Z]\d\d(?: ?[A-Z0-9]{1,4}){2,8}")
@@ -378,16 +405,6 @@ def _is_ipv6(text: str, s: int, e: int, cand: str) -> bool:
     return True
 
 
-_PHONE_INTL = re.compile(r"\+[1-9]\d{0,2}(?:[ .\-]?\(0\))?(?:[ .\-]?(?:\(\d{1,5}\)|\d{1,6})){1,7}")
-_PHONE_NANP = re.compile(
-    r"(?:1[ .\-]?)?(?:\(\d{3}\)[ .\-]?|\d{3}(?P<s>[ .\-]))\d{3}(?(s)(?P=s)|[ .\-])\d{4}"
-)
-_PHONE_TRUNK = re.compile(
-    r"(?:\(0\d{1,4}\)[ ]?|0\d{1,4}[ .\-/])\d{2,8}(?:(?P<t>[ .\-])\d{2,4}(?:(?P=t)\d{2,4}){0,3})?"
-)
-_PHONE_SEPS = re.compile(r"\d([ .\-]+)(?=[\d(])")
-
-
 _NUMBER_GROUP = re.compile(r"[A-Z]{1,2}\d{2,8}|\d{3,8}")
 _CODE_GROUP = re.compile(r"[A-Z0-9]{4}")
 
@@ -406,77 +423,3 @@ def _after_group(text: str, sep: int, depth: int = 0) -> bool:
         return True
     return (depth < 6 and bool(_CODE_GROUP.fullmatch(text, k, sep)) and k > 1 and text[k - 1] == text[sep]
             and _after_group(text, k - 1, depth + 1))
-
-
-def _phone_start_ok(text: str, s: int) -> bool:
-    """Not glued to a word, not inside a dotted or dashed chain of numbers, not the tail of a longer
-    run of digit groups ("4669 0923 4139 8847")."""
-    if s == 0:
-        return True
-    p = text[s - 1]
-    if _is_word(p) or p == "+":
-        return False
-    if p in ".-/,)" and s > 1 and text[s - 2].isdigit():
-        return False
-    return not (p == " " and _after_group(text, s - 1))
-
-
-def _phone_end_ok(text: str, e: int) -> bool:
-    if e >= len(text):
-        return True
-    n = text[e]
-    if _is_word(n) or n == "(":
-        return False
-    return not (n in ".-/" and e + 1 < len(text) and text[e + 1].isdigit())
-
-
-def _find_phone(scan: _Scan) -> list[Candidate]:
-    text = scan.text
-    out: list[Candidate] = []
-    for lo, hi in scan.regions:
-        if hi - lo < 8:
-            continue
-        if "+" in text[lo:hi]:
-            for m in _PHONE_INTL.finditer(text, lo, hi):
-                hit = _intl_phone(text, m)
-                if hit:
-                    out.append(hit)
-        for m in _PHONE_NANP.finditer(text, lo, hi):
-            s, e = m.span()
-            if _phone_start_ok(text, s) and _phone_end_ok(text, e):
-                out.append((s, e, "PHONE", "phone_nanp", _R_PHONE))
-        for m in _PHONE_TRUNK.finditer(text, lo, hi):
-            s = m.start()
-            if m.group().startswith("00") or not _phone_start_ok(text, s):
-                continue
-            runs = list(_DIGIT_RUN.finditer(m.group()))
-            for k in range(len(runs), 1, -1):  # the longest run of groups that makes a number
-                lengths = [len(r.group()) for r in runs[:k]]
-                e = s + runs[k - 1].end()
-                if 9 <= sum(lengths) <= 12 and min(lengths) >= 2 and _phone_end_ok(text, e):
-                    out.append((s, e, "PHONE", "phone_national", _R_PHONE))
-                    break
-    return out
-
-
-def _intl_phone(text: str, m: re.Match[str]) -> Candidate | None:
-    s = m.start()
-    if s > 0 and (_is_word(text[s - 1]) or text[s - 1] in "+.)"):
-        return None
-    body = m.group()
-    for cut in reversed([g.end() for g in _DIGIT_RUN.finditer(body)]):  # the longest valid prefix
-        part = body[:cut]
-        if part.endswith("(0") or part.count("(") != part.count(")"):
-            continue
-        inner = part.replace("(0)", "")
-        runs = _DIGIT_RUN.findall(inner)
-        if not 8 <= sum(map(len, runs)) <= 15:
-            continue
-        if len(runs) > 2 and min(map(len, runs[2:])) < 2:
-            continue  # after the country and area codes, groups have two digits or more
-        later = set(_PHONE_SEPS.findall(inner)[1:])
-        if len(later) > 1 and not later <= {" ", "-"}:
-            continue  # "+1.23 4.56 7.89": a list of numbers, not a phone
-        if _phone_end_ok(text, s + cut):
-            return (s, s + cut, "PHONE", "phone_intl", _R_PHONE)
-    return None

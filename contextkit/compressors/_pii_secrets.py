@@ -175,6 +175,17 @@ _KEY_PATTERNS: list[tuple[str, re.Pattern[str], bool]] = [
     ("npm_token", re.compile(r"npm_[A-Za-z0-9]{36}"), True),
     ("sendgrid_key", re.compile(r"SG\.[A-Za-z0-9_\-]{16,32}\.[A-Za-z0-9_\-]{16,64}"), True),
     ("jwt", re.compile(r"eyJ[A-Za-z0-9_\-]{5,}\.eyJ[A-Za-z0-9_\-]{5,}\.[A-Za-z0-9_\-]*"), False),
+    # hex bodies, which the generic detector skips by design: named here by their prefix
+    ("twilio_account_sid", re.compile(r"AC[0-9a-f]{32}"), False),
+    ("twilio_api_key", re.compile(r"SK[0-9a-f]{32}"), False),
+    ("mailgun_key", re.compile(r"key-[0-9a-zA-Z]{32}"), False),
+    ("shopify_token", re.compile(r"shp(?:at|ss|ca|pa)_[0-9a-fA-F]{32}"), False),
+    ("digitalocean_token", re.compile(r"do[opr]_v1_[0-9a-f]{64}"), False),
+    ("databricks_token", re.compile(r"dapi[0-9a-f]{32}(?:-\d)?"), False),
+    ("pypi_token", re.compile(r"pypi-AgE[A-Za-z0-9_\-]{50,}"), False),
+    ("square_token", re.compile(r"sq0(?:atp|csp)-[0-9A-Za-z_\-]{22,43}"), False),
+    ("google_oauth_token", re.compile(r"ya29\.[0-9A-Za-z_\-]{30,}"), False),
+    ("anthropic_key", re.compile(r"sk-ant-(?:api|admin)\d\d-[A-Za-z0-9_\-]{80,120}"), True),
 ]
 _BEARER = re.compile(r"earer[ \t]+([A-Za-z0-9\-._~+/]{20,}=*)")  # after B or b
 _PEM = re.compile(
@@ -212,10 +223,11 @@ _ASSIGN = re.compile(
     r"(?:pass(?:word|wd|phrase)?|pwd|secret|token|credentials?)"
     r"|(?:api|access|secret|private|encryption|signing|client|master|license|account)[_\-.]?key)"
     r"[\"']?[ \t]*(:=|=>|=|:)[ \t]*"
-    r"(?:(\"|')([^\"'\n\r<>]{4,200})\2|([^\s\"'<>,;()\[\]{}`]{4,200}))"
+    r"(?:(\"|')([^\"'\n\r<>]{4,200})\2|([^\s\"'<>,;\[\]{}`]{4,200}))"
 )
 _PLACEHOLDER_VALUE = re.compile(r"<[^<>]*>|\$\{[^}]*\}|\{\{.*\}\}|%(?:\(\w+\))?[sdr]|\.{3}|(?i:x{4,}|\*{3,}|none|null|"
                                 r"true|false|changeme|your[_\- ].*|redacted|hidden)")
+_CALL = re.compile(r"[A-Za-z_][\w.]*\(")
 _NAMEISH = re.compile(r"[A-Za-z_]+(?:\.[A-Za-z_]+)*")
 _TRAILING = ".,:;)]}"  # sentence punctuation after an unquoted value ("!" and "?" are kept: passwords use them)
 
@@ -267,6 +279,8 @@ def _assignment(text: str, m: re.Match[str]) -> Candidate | None:
     value = m.group(4)
     while value and value[-1] in _TRAILING:
         value, ve = value[:-1], ve - 1
+    if _CALL.match(value):
+        return None  # password=get_password(user): code
     return (vs, ve, "SECRET", "assignment", _R_ASSIGN) if _bare_value(value, m.group(1)) else None
 
 

@@ -7,22 +7,24 @@
 kind    what
 ======  ================================================================
 EMAIL   e-mail addresses (``local@domain.tld``, Unicode letters allowed)
-PHONE   ``+CC`` international numbers; NANP ``(555) 123-4567``,
-        ``555-123-4567``, ``1-800-555-0199``; trunk-prefixed national
-        numbers (UK ``020 7946 0958``, FR ``06 12 34 56 78``, DE
-        ``030 12345678``, NL ``020-1234567``, ...)
-CARD    payment card numbers: 13-19 digits, spaces or dashes, a known IIN
+PHONE   numbers found by libphonenumber (``phonenumbers``) over the regions named in
+        ``phone_regions`` (default: 36, see :mod:`._pii_phone`), international ones
+        whatever the regions, with extensions (``(590)550-7590x631``)
+CARD    payment card numbers: 12-19 digits, spaces or dashes, a known IIN
         prefix and length (Visa, Mastercard, Amex, Discover, Diners, JCB,
-        UnionPay, Maestro, Mir) and a valid Luhn check digit
+        UnionPay, Maestro 12-19, Mir) and a valid Luhn check digit; not a
+        barcode (after EAN/UPC/ISBN/order words, or GS1-valid and unseparated)
 IBAN    country code, check digits and BBAN, the country's length, and
         the ISO 7064 mod-97 check; compact or in groups of four
 IP      IPv4 (octets 0-255, no leading zeros) and IPv6 (checked by
         :mod:`ipaddress`)
 SECRET  private-key PEM blocks; AWS access key ids, GitHub, GitLab, Slack,
         Stripe, OpenAI-style ``sk-``, Google ``AIza``, Hugging Face, npm and
-        SendGrid tokens, JWTs, ``Bearer`` tokens; the value of
-        ``password=`` / ``secret: `` / ``api_key=`` style assignments; and
-        generic random-looking tokens (see :mod:`._pii_secrets`)
+        SendGrid, Twilio, Mailgun, Telegram ... tokens, JWTs, ``Bearer`` tokens;
+        the value of ``password=`` / ``secret: `` / ``api_key=`` style
+        assignments; passwords in connection URLs and in prose
+        (:mod:`._pii_credentials`); and generic random-looking tokens
+        (see :mod:`._pii_secrets`)
 ======  ================================================================
 
 Why the placeholders look the way they do. The same value gets the same
@@ -67,20 +69,27 @@ run), the bare words "password" or "secret", key prefixes inside words
 ``${TOKEN}``, ``xxxx``) or code (``password=user.password``). Known limits:
 a bare ``1.2.3.4`` cannot be told from an IPv4 address and is masked; a code
 identifier that mixes short words and digits (``_Py_python2js_track_proxies``)
-can pass the generic detector; a phone number written as bare digits
-(``5551234567``) is not found.
+can pass the generic detector; a phone number written as bare digits is found
+only when it is a valid mobile or trunk-prefixed number (``5551234567`` is not),
+and eight-digit Nordic numbers only in "12 34 56 78" shapes or after a phone word.
+
+Fields around a text: :meth:`PIIRedactor.mask`, :meth:`~PIIRedactor.mask_id` and
+:meth:`~PIIRedactor.mask_data` mask ids, sources and metadata in the same session
+(ingestion and assembly use them; ``docs/redaction.md`` says what is masked where).
 
 Where the code lives: this module holds the public classes, the session
 (placeholders, the optional mapping, ``restore``) and the overlap resolution;
 the detectors are private, in :mod:`contextkit.compressors._pii_detect`
-(the shared text scan, EMAIL, PHONE, CARD, IBAN, IP) and
-:mod:`contextkit.compressors._pii_secrets` (SECRET: key formats,
-assignments and the generic detector, with its design notes).
+(the shared text scan, EMAIL, CARD, IBAN, IP), :mod:`._pii_phone` (PHONE, by
+libphonenumber), :mod:`contextkit.compressors._pii_secrets` (SECRET: key formats,
+assignments and the generic detector, with its design notes) and
+:mod:`._pii_credentials` (URL and prose passwords, tokens found around a literal).
 
 Speed: every pattern is compiled once at import and nothing scans the whole
 text with a character class (see :mod:`._pii_detect`); costlier checks
-(Luhn, mod-97, entropy, :mod:`ipaddress`) run only on candidates. About
-0.05-0.1 s per MB of English prose on a busy 2-core machine. A redactor is
+(Luhn, mod-97, entropy, :mod:`ipaddress`, libphonenumber) run only on candidates.
+A few tenths of a second per MB of English prose on a busy 2-core machine
+(``bench/bench_redact.py`` measures it). A redactor is
 not thread-safe: use one per session.
 """
 
@@ -96,16 +105,21 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from contextkit.compressors._pii_credentials import _find_credentials
 from contextkit.compressors._pii_detect import (
     Candidate,
     _find_card,
     _find_email,
     _find_iban,
     _find_ip,
-    _find_phone,
     _Scan,
+)
+from contextkit.compressors._pii_phone import (
+    DEFAULT_PHONE_REGIONS,
+    phone_finder,
+    validate_regions,
 )
 from contextkit.compressors._pii_secrets import (
     _find_assignments,
@@ -182,6 +196,9 @@ class RedactorConfig(BaseModel):
     entropy_threshold: float = Field(default=3.3, ge=0.0, le=8.0,
                                      description="bits per character a generic secret token needs")
     keep_mapping: bool = Field(default=False, description="keep placeholder -> original in memory for restore()")
+    phone_regions: tuple[str, ...] = Field(default=DEFAULT_PHONE_REGIONS,
+                                           description="ISO 3166 regions whose national phone formats are matched, "
+                                                       "first first; international +CC numbers are always matched")
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -195,6 +212,16 @@ class RedactorConfig(BaseModel):
         if not kinds:
             raise InvalidArgumentError("at least one kind is needed")
         return tuple(k for k in KINDS if k in kinds)
+
+    @field_validator("phone_regions", mode="before")
+    @classmethod
+    def _regions(cls, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = [value]
+        try:
+            return validate_regions(tuple(value))
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(str(exc)) from None
 
 
 # ------------------------------------------------------------- resolution
@@ -219,9 +246,16 @@ class PIIRedactor:
     name = "pii_redactor"
 
     def __init__(self, kinds: Iterable[str] = KINDS, entropy_threshold: float = 3.3,
-                 keep_mapping: bool = False) -> None:
-        self.config = RedactorConfig(kinds=tuple(kinds) if not isinstance(kinds, str) else kinds,
-                                     entropy_threshold=entropy_threshold, keep_mapping=keep_mapping)
+                 keep_mapping: bool = False, phone_regions: Iterable[str] = DEFAULT_PHONE_REGIONS) -> None:
+        try:
+            self.config = RedactorConfig(kinds=tuple(kinds) if not isinstance(kinds, str) else kinds,
+                                         entropy_threshold=entropy_threshold, keep_mapping=keep_mapping,
+                                         phone_regions=phone_regions if isinstance(phone_regions, str)
+                                         else tuple(phone_regions))
+        except ValidationError as exc:  # a user's mistake: one clear line, not pydantic's report
+            err = exc.errors()[0]
+            raise InvalidArgumentError(f"PIIRedactor {'.'.join(map(str, err['loc']))}: "
+                                       f"{str(err['msg']).removeprefix('Value error, ')}") from None
         kinds_set = set(self.config.kinds)
         finders: list[Callable[[_Scan], list[Candidate]]] = []
         if "EMAIL" in kinds_set:
@@ -232,11 +266,10 @@ class PIIRedactor:
             finders.append(_find_iban)
         if "IP" in kinds_set:
             finders.append(_find_ip)
-        if "PHONE" in kinds_set:
-            finders.append(_find_phone)
         if "SECRET" in kinds_set:
-            finders += [_find_keys, _find_assignments]
+            finders += [_find_keys, _find_assignments, _find_credentials]
         self._finders = finders
+        self._phone = phone_finder(self.config.phone_regions) if "PHONE" in kinds_set else None
         self._generic = _generic_finder(self.config.entropy_threshold) if "SECRET" in kinds_set else None
         self.reset()
 
@@ -263,7 +296,7 @@ class PIIRedactor:
 
     def __repr__(self) -> str:
         return (f"PIIRedactor(kinds={list(self.kinds)}, entropy_threshold={self.entropy_threshold}, "
-                f"keep_mapping={self.keep_mapping})")
+                f"keep_mapping={self.keep_mapping}, phone_regions={list(self.config.phone_regions)})")
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a PIIRedactor holds a session's secrets in memory and is not pickled; "
@@ -318,6 +351,8 @@ class PIIRedactor:
         candidates: list[Candidate] = []
         for find in self._finders:
             candidates += find(scan)
+        if self._phone is not None:  # after the others: runs inside a card or an IBAN are not matched again
+            candidates += self._phone(scan, candidates)
         if self._generic is not None:
             candidates += self._generic(scan, candidates)
         accepted = _resolve(candidates)
@@ -376,6 +411,43 @@ class PIIRedactor:
     def redact_many(self, texts: Iterable[str]) -> list[RedactionResult]:
         """``redact`` each text in order, in this session (placeholders shared across texts)."""
         return [self.redact(t) for t in texts]
+
+    # ---------------------------------------------------------- fields around a text
+    def mask(self, value: str, counts: Counter[str] | None = None) -> str:
+        """``redact(value).text`` for a short field (a title, a source path, a message id), in this session:
+        a value has one placeholder in the text and in every field, so nothing links a mask back.
+        ``counts`` (if given) is increased by what was masked, by kind."""
+        if not value:
+            return value
+        result = self.redact(value)
+        if counts is not None and result.counts:
+            counts.update(result.counts)
+        return result.text
+
+    def mask_id(self, value: str, counts: Counter[str] | None = None) -> str:
+        """An identifier masked like :meth:`mask`, with ``~`` and a short keyed digest of the original
+        appended when anything was masked. The digest keeps ids unique where they are keys (a document
+        id in the store): ``carol@x.org.txt`` and ``dave@x.org.txt`` masked in two runs are both
+        ``<EMAIL_1>.txt``. It is keyed with this session's random salt, which is never stored, so it
+        cannot be computed back from a guess."""
+        masked = self.mask(value, counts)
+        if masked == value:
+            return value
+        tag = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=self._salt, digest_size=4,
+                              person=b"ctxkit-id").hexdigest()
+        return f"{masked}~{tag}"
+
+    def mask_data(self, value: Any, counts: Counter[str] | None = None) -> Any:
+        """Every string in ``value`` (dict keys and values, list items, nested) masked like :meth:`mask`;
+        numbers, booleans and None as they are. For metadata, which is as untrusted as the text."""
+        if isinstance(value, str):
+            return self.mask(value, counts)
+        if isinstance(value, dict):
+            return {self.mask(str(k), counts) if isinstance(k, str) else k: self.mask_data(v, counts)
+                    for k, v in value.items()}
+        if isinstance(value, list | tuple):
+            return type(value)(self.mask_data(v, counts) for v in value)
+        return value
 
     def restore(self, text: str) -> str:
         """Put the originals back in place of this session's placeholders (needs ``keep_mapping=True``)."""

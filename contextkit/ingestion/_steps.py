@@ -112,12 +112,30 @@ def make_redactor() -> Any:
 
 
 def redact(documents: list[Document], redactor: Any, report: IngestReport) -> list[Document]:
+    """The documents with PII masked in their text and in everything else the store keeps and a prompt
+    shows: the id (which holds the file name and a JSONL ``_id``), the source path and the metadata
+    (a JSONL ``title`` and ``metadata``), all in the run's one session, so a value has one placeholder
+    everywhere. The file a document came from stays in the store as it is (``files.path``,
+    ``documents.file``): re-ingesting and pruning find the file by it, and it never reaches a prompt
+    (see docs/redaction.md)."""
+    from collections import Counter
+
     out = []
     for doc in documents:
-        result = redactor.redact(doc.text)
-        for kind, n in result.counts.items():
+        counts: Counter[str] = Counter()
+        if not hasattr(redactor, "mask_id"):  # a redactor of the caller's with only redact(): the text alone
+            result = redactor.redact(doc.text)
+            counts.update(result.counts)
+            text, doc_id, source, metadata = result.text, doc.id, doc.source, doc.metadata
+        else:
+            text = redactor.mask(doc.text, counts)
+            doc_id = redactor.mask_id(doc.id, counts)
+            source = redactor.mask(doc.source, counts)
+            metadata = redactor.mask_data(doc.metadata, counts)
+        for kind, n in counts.items():
             report.redactions[kind] = report.redactions.get(kind, 0) + n
-        out.append(replace(doc, text=result.text) if result.text != doc.text else doc)
+        changed = counts and (text, doc_id, source, metadata) != (doc.text, doc.id, doc.source, doc.metadata)
+        out.append(replace(doc, id=doc_id, text=text, source=source, metadata=metadata) if changed else doc)
     return out
 
 
