@@ -10,7 +10,8 @@ documents, the same top-k (``--top-k``, default 8) and the same embedding model:
   the node texts are repacked to fill the window and sent in as many calls as they
   need: the text-QA prompt, then refine prompts).
 * **B, + the plug-in lines**: ``transformations=[ContextKitNodeParser()]`` (512 / 64,
-  token-exact, offsets), ``node_postprocessors=[ContextBudgetPostprocessor.from_llm(llm)]``
+  token-exact, offsets), ``node_postprocessors=[ContextBudgetPostprocessor.from_llm(llm,
+  synthesizer="contextkit")]``
   and ``response_synthesizer=ContextKitSynthesizer(llm=llm)``.
 * **B0**, no extra embedding: A's index (SentenceSplitter nodes) with B's
   postprocessor and synthesizer, to separate what the node parser does from what
@@ -338,7 +339,8 @@ def main() -> None:
             engines: dict[str, tuple[Any, Any]] = {}
             engines["A"] = (ix_a.as_query_engine(llm=llm, similarity_top_k=top_k), None)
             for side, ix in (("B", ix_b), ("B0", ix_a)):
-                pp = ContextBudgetPostprocessor.from_llm(llm)
+                # the README combination: the postprocessor leaves the exact fit to the synthesizer
+                pp = ContextBudgetPostprocessor.from_llm(llm, synthesizer="contextkit")
                 synth = ContextKitSynthesizer(llm=llm)
                 engine = ix.as_query_engine(llm=llm, similarity_top_k=top_k, node_postprocessors=[pp],
                                             response_synthesizer=synth)
@@ -349,13 +351,13 @@ def main() -> None:
                     return {"pp_budget": r.budget, "pp_in": r.nodes_in, "pp_out": r.nodes_out,
                             "pp_merged": len(r.ids("merged")), "pp_dup": dups,
                             "pp_budget_drops": len(r.ids("dropped", "budget")),
-                            "pp_truncated": len(r.ids("truncated")), "synth_tokens": synth.last_report.tokens}
+                            "pp_truncated": len(r.ids("truncated")), "synth_tokens": synth.last_build.sent_tokens}
 
                 engines[side] = (engine, extra)
             if retriever_c is not None:
                 synth_c = ContextKitSynthesizer(llm=llm)
                 engines["C"] = (RetrieverQueryEngine.from_args(retriever_c, llm=llm, response_synthesizer=synth_c),
-                                lambda s=synth_c: {"synth_tokens": s.last_report.tokens})
+                                lambda s=synth_c: {"synth_tokens": s.last_build.sent_tokens})
             results[scen] = {}
             first_prompts[scen] = {}
             for side, (engine, extra) in engines.items():
@@ -421,10 +423,9 @@ def main() -> None:
                             "truncated"], "  ContextBudgetPostprocessor.from_llm per query (means)")
             if pp_rows:
                 reserve = window - num_output - int(pp_rows[0]["budget"])
-                print(f"  from_llm's default reserve here: {reserve} tokens (the larger default QA/refine template, "
-                      "256 for the question and the compact synthesizer's 500 tokens of refine padding). "
-                      "ContextKitSynthesizer needs no refine padding, so in B and B0 that budget, not the window, "
-                      "bounds the evidence (see fill %); from_llm(llm, reserve=...) sets it.")
+                print(f"  from_llm(llm, synthesizer='contextkit') reserve here: {reserve} tokens (contextkit's "
+                      "instructions, head and tail); the synthesizer fits question, tags and evidence to the window "
+                      "exactly, so fill % is the share of the prompt limit used.")
 
         print("\ncolumns: retr. tok = LLM-visible tokens of the top-k nodes the retriever returns (metadata "
               "included, before any postprocessing); tok 1st / tok all = cl100k tokens of a query's first prompt / "

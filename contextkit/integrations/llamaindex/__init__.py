@@ -11,8 +11,10 @@ plug-in point                  contextkit piece
 ``embed_model=``               :class:`ContextKitEmbedding` (windowed, ONNX on CPU, offline)
 retrievers, query engines      :class:`ContextKitRetriever` (dense / BM25 / hybrid index)
 ``node_postprocessors=[...]``  :class:`ContextBudgetPostprocessor` (merge, dedup, order, budget)
-``response_synthesizer=``      :class:`ContextKitSynthesizer` (prompt built by ContextAssembler)
+``response_synthesizer=``      :class:`ContextKitSynthesizer` (prompt built by contextkit, on LlamaIndex's
+                               prompt path); :func:`contextkit_query_engine` keeps ``streaming=``
 chat                           :class:`ContextKitChatEngine`, :func:`contextkit_memory`
+``vector_store=``              :class:`ContextKitVectorStore` (a contextkit index folder)
 =============================  ==============================================================
 """
 
@@ -29,11 +31,17 @@ from contextkit.integrations.llamaindex.convert import (  # noqa: E402
     nodes_from_chunks,
 )
 from contextkit.integrations.llamaindex.embedding import ContextKitEmbedding  # noqa: E402
-from contextkit.integrations.llamaindex.memory import ContextKitSummaryBlock, contextkit_memory  # noqa: E402
+from contextkit.integrations.llamaindex.memory import (  # noqa: E402
+    ContextKitMemory,
+    ContextKitSummaryBlock,
+    contextkit_memory,
+)
 from contextkit.integrations.llamaindex.node_parser import ContextKitNodeParser  # noqa: E402
 from contextkit.integrations.llamaindex.postprocessor import BudgetReport, ContextBudgetPostprocessor  # noqa: E402
 from contextkit.integrations.llamaindex.retriever import ContextKitRetriever  # noqa: E402
+from contextkit.integrations.llamaindex.query_engine import contextkit_query_engine  # noqa: E402
 from contextkit.integrations.llamaindex.synthesizer import ContextKitSynthesizer  # noqa: E402
+from contextkit.integrations.llamaindex.vector_store import ContextKitVectorStore  # noqa: E402
 
 __all__ = [
     "SUPPORTED",
@@ -41,15 +49,18 @@ __all__ = [
     "ContextBudgetPostprocessor",
     "ContextKitChatEngine",
     "ContextKitEmbedding",
+    "ContextKitMemory",
     "ContextKitNodeParser",
     "ContextKitRetriever",
     "ContextKitSummaryBlock",
     "ContextKitSynthesizer",
+    "ContextKitVectorStore",
     "ConversionError",
     "LlamaIndexVersionError",
     "check_version",
     "chunks_from_nodes",
     "contextkit_memory",
+    "contextkit_query_engine",
     "documents_from_llamaindex",
     "ingest_llamaindex_documents",
     "nodes_from_chunks",

@@ -1,30 +1,67 @@
 """``ContextKitChatEngine``: retrieval-augmented chat whose every prompt contextkit assembles.
 
-Each turn: retrieve for the user's message, then build one prompt with the
-instructions at head and tail, the evidence, and the whole conversation so far
-(turns that do not fit are summarised by the history summariser, inside the
-budget taken from the LLM's metadata), and ask the LLM. Works with any LlamaIndex
-LLM (``complete`` is all it needs) and any LlamaIndex retriever.
+Each turn: retrieve for the user's message, then build the blocks (instructions at
+head and tail, the evidence, the whole conversation so far, with turns that do not
+fit summarised inside the budget) and send them through LlamaIndex's prompt path,
+as the synthesizer does: ``llm.system_prompt`` kept, system and user messages for
+chat models, one prompt for completion models. ``stream_chat``/``astream_chat``
+pass the LLM's own deltas on as they arrive (a ``StreamingAgentChatResponse``, so
+``print_response_stream`` and ``streaming_chat_repl()`` work); the answer joins
+the history when the stream ends.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncGenerator, Generator
+from threading import Thread
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine
+from llama_index.core.base.llms.types import ChatResponse
+from llama_index.core.chat_engine.types import (
+    AgentChatResponse,
+    BaseChatEngine,
+    StreamingAgentChatResponse,
+)
 from llama_index.core.llms import LLM, ChatMessage, MessageRole
+from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.settings import Settings
 
-from contextkit.assembly.context_assembler import ContextAssembler
+from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
+from contextkit.integrations.llamaindex._prompt import (
+    PromptBuild,
+    build_prompt,
+    check_options,
+    check_template,
+    default_qa_template,
+    evidence_from_nodes,
+)
 from contextkit.integrations.llamaindex.synthesizer import (
     DEFAULT_INSTRUCTIONS,
-    evidence_from_nodes,
     llm_budget,
 )
 from contextkit.records import Message
+from contextkit.tokenizers import Tokenizer
 
-__all__ = ["ContextKitChatEngine"]
+__all__ = ["ContextKitChatEngine", "llm_budget"]
+
+
+def _text(message: ChatMessage) -> str:
+    return message.content if isinstance(message.content, str) else str(message.content or "")
+
+
+class _HistoryWriter:
+    """What ``StreamingAgentChatResponse.write_response_to_history`` writes to: the engine's history."""
+
+    def __init__(self, engine: ContextKitChatEngine) -> None:
+        self._engine = engine
+
+    def put(self, message: ChatMessage) -> None:
+        self._engine._history.append(ChatMessage(role=MessageRole.ASSISTANT, content=_text(message)))
+
+    async def aput(self, message: ChatMessage) -> None:
+        self.put(message)
 
 
 class ContextKitChatEngine(BaseChatEngine):
@@ -33,18 +70,25 @@ class ContextKitChatEngine(BaseChatEngine):
     def __init__(self, retriever: BaseRetriever, llm: LLM | None = None, *,
                  instructions: str = DEFAULT_INSTRUCTIONS, history_summarizer: Any = None,
                  reserve_tokens: int = 0, chat_history: list[ChatMessage] | None = None,
+                 text_qa_template: BasePromptTemplate | None = None, tokenizer: str | Tokenizer | None = None,
                  **assembler_options: Any) -> None:
+        check_options(assembler_options)
+        tokenizer = tokenizer or assembler_options.pop("tokenizer", None)
+        assembler_options.pop("tokenizer", None)
         self.retriever = retriever
         self.llm = llm or Settings.llm
         self.instructions = instructions
         self.reserve_tokens = reserve_tokens
+        self.tokenizer = tokenizer
         self._history: list[ChatMessage] = list(chat_history or [])
         # Half the budget stays for evidence: a long chat must not starve every turn's retrieval.
         assembler_options.setdefault("evidence_min_share", 0.5)
-        self._assembler = ContextAssembler(llm_budget(self.llm, reserve_tokens),
-                                           history_summarizer=history_summarizer, **assembler_options)
-        self.last_report: Any = None
-        self.last_prompt: str | None = None
+        self.assembler_options = assembler_options
+        self.history_summarizer = history_summarizer
+        self._extractive: Any = None
+        self._template = check_template(text_qa_template) if text_qa_template is not None else default_qa_template()
+        prompt_budget(self.llm, reserve_tokens)  # a window too small fails here, not on the first turn
+        self.last_build: PromptBuild | None = None
 
     @classmethod
     def from_defaults(cls, retriever: BaseRetriever, llm: LLM | None = None, **kwargs: Any) -> ContextKitChatEngine:
@@ -54,45 +98,95 @@ class ContextKitChatEngine(BaseChatEngine):
     def chat_history(self) -> list[ChatMessage]:
         return list(self._history)
 
+    @property
+    def last_report(self) -> Any:
+        return self.last_build.result.report if self.last_build else None
+
+    @property
+    def last_prompt(self) -> str | None:
+        return self.last_build.sent if self.last_build else None
+
     def reset(self) -> None:
         self._history = []
 
-    def _prompt(self, message: str, chat_history: list[ChatMessage] | None) -> tuple[str, list[Any]]:
+    def _summarizer(self, tok: Tokenizer) -> Any:
+        if self.history_summarizer is not None:
+            return self.history_summarizer
+        from contextkit.compressors.history import HistorySummarizer
+
+        if self._extractive is None or self._extractive.tokenizer.name != tok.name:
+            # Kept between turns: its per-message cache makes the next turn's summary cheap.
+            self._extractive = HistorySummarizer(
+                tok, summary_max_tokens=self.assembler_options.get("summary_max_tokens", 512))
+        return self._extractive
+
+    def _prepare(self, message: str, chat_history: list[ChatMessage] | None, nodes: list[Any]) -> PromptBuild:
         if chat_history is not None:
             self._history = list(chat_history)
-        nodes = self.retriever.retrieve(message)
-        history = [Message(str(m.role.value), m.content if isinstance(m.content, str) else str(m.content or ""))
-                   for m in self._history]
-        prompt, report = self._assembler.assemble(message, instructions=self.instructions, history=history,
-                                                  evidence=evidence_from_nodes(nodes))
-        self.last_prompt, self.last_report = prompt, report
-        return prompt, nodes
+        history = [Message(str(m.role.value), _text(m)) for m in self._history]
+        tok = resolve_tokenizer(self.tokenizer)
+        build = build_prompt(self.llm, self._template, tok, prompt_budget(self.llm, self.reserve_tokens),
+                             query=message, instructions=self.instructions, evidence=evidence_from_nodes(nodes),
+                             history=history, options=self.assembler_options, summarizer=self._summarizer(tok))
+        self.last_build = build
+        return build
 
-    def _remember(self, message: str, answer: str) -> None:
-        self._history += [ChatMessage(role=MessageRole.USER, content=message),
-                          ChatMessage(role=MessageRole.ASSISTANT, content=answer)]
+    def _remember(self, message: str, answer: str | None = None) -> None:
+        self._history.append(ChatMessage(role=MessageRole.USER, content=message))
+        if answer is not None:
+            self._history.append(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
+
+    def _response(self, answer: str, nodes: list[Any]) -> AgentChatResponse:
+        return AgentChatResponse(response=answer, source_nodes=nodes,
+                                 metadata={"contextkit": self.last_build.report() if self.last_build else None})
 
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
-        prompt, nodes = self._prompt(message, chat_history)
-        answer = self.llm.complete(prompt, formatted=True).text
+        nodes = self.retriever.retrieve(message)
+        build = self._prepare(message, chat_history, nodes)
+        answer = self.llm.predict(self._template, **build.variables)
         self._remember(message, answer)
-        return AgentChatResponse(response=answer, source_nodes=nodes,
-                                 metadata={"contextkit": self.last_report.model_dump(mode="json")})
+        return self._response(answer, nodes)
 
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
-        prompt, nodes = self._prompt(message, chat_history)
-        answer = (await self.llm.acomplete(prompt, formatted=True)).text
+        nodes = await self.retriever.aretrieve(message)
+        build = self._prepare(message, chat_history, nodes)
+        answer = await self.llm.apredict(self._template, **build.variables)
         self._remember(message, answer)
-        return AgentChatResponse(response=answer, source_nodes=nodes,
-                                 metadata={"contextkit": self.last_report.model_dump(mode="json")})
+        return self._response(answer, nodes)
 
-    def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> Any:
-        """The whole answer, then replayed as a stream (``is_dummy_stream``), as LlamaIndex agents do."""
-        response = self.chat(message, chat_history)
-        response.is_dummy_stream = True
+    def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+        """The LLM's deltas as they come; the answer is added to the history when the stream ends."""
+        nodes = self.retriever.retrieve(message)
+        build = self._prepare(message, chat_history, nodes)
+        tokens = self.llm.stream(self._template, **build.variables)
+        self._remember(message)
+
+        def chat_stream() -> Generator[ChatResponse, None, None]:
+            text = ""
+            for delta in tokens:
+                text += delta
+                yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=delta)
+
+        response = StreamingAgentChatResponse(chat_stream=chat_stream(), source_nodes=nodes)
+        thread = Thread(target=response.write_response_to_history, args=(_HistoryWriter(self),), daemon=True)
+        response.write_response_to_history_thread = thread
+        thread.start()
         return response
 
-    async def astream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> Any:
-        response = await self.achat(message, chat_history)
-        response.is_dummy_stream = True
+    async def astream_chat(self, message: str,
+                           chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+        nodes = await self.retriever.aretrieve(message)
+        build = self._prepare(message, chat_history, nodes)
+        tokens = await self.llm.astream(self._template, **build.variables)
+        self._remember(message)
+
+        async def chat_stream() -> AsyncGenerator[ChatResponse, None]:
+            text = ""
+            async for delta in tokens:
+                text += delta
+                yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=delta)
+
+        response = StreamingAgentChatResponse(achat_stream=chat_stream(), source_nodes=nodes)
+        response.awrite_response_to_history_task = asyncio.create_task(
+            response.awrite_response_to_history(_HistoryWriter(self)))
         return response

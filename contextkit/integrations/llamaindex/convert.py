@@ -78,14 +78,15 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: Metadata keys contextkit adds to a node (and strips again in :func:`chunks_from_nodes`).
-CHUNK_ID_KEY = "chunk_id"
-DOC_ID_KEY = "doc_id"
-ORDINAL_KEY = "chunk_ordinal"
-TOKENS_KEY = "token_count"
-TOTAL_TOKENS_KEY = "total_tokens"  # only when a header was embedded with the chunk
-HEADER_KEY = "chunk_header"  # only when non-empty
-SOURCE_KEY = "source"  # only on retrieved nodes, from the index's documents table
+#: Metadata keys contextkit adds to a node (and strips again in :func:`chunks_from_nodes`). Namespaced, so a
+#: user's own ``doc_id``, ``chunk_id`` or ``token_count`` is never overwritten, nor hidden from the LLM.
+CHUNK_ID_KEY = "contextkit_chunk_id"
+DOC_ID_KEY = "contextkit_doc_id"
+ORDINAL_KEY = "contextkit_chunk_ordinal"
+TOKENS_KEY = "contextkit_token_count"
+TOTAL_TOKENS_KEY = "contextkit_total_tokens"  # only when a header was embedded with the chunk
+HEADER_KEY = "contextkit_chunk_header"  # only when non-empty
+SOURCE_KEY = "source"  # only on retrieved nodes, from the index's documents table, unless the document has one
 CONTEXTKIT_KEYS = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_KEY, HEADER_KEY, SOURCE_KEY)
 _PER_CHUNK_KEYS = frozenset(CONTEXTKIT_KEYS) - {SOURCE_KEY}  # ``source`` may be the document's own metadata
 
@@ -142,7 +143,7 @@ def _bookkeeping(chunk: Chunk, source: str | None) -> dict[str, Any]:
     if chunk.header:
         fields[HEADER_KEY] = chunk.header
         fields[TOTAL_TOKENS_KEY] = chunk.total_tokens
-    if source:
+    if source and SOURCE_KEY not in chunk.metadata:
         fields[SOURCE_KEY] = source
     return fields
 
@@ -160,7 +161,8 @@ def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | N
     keys, templates and separator carry over and SOURCE points at it (pass
     ``base_info=base.as_related_node_info()`` when making many nodes of one
     document: LlamaIndex hashes the whole document for it). Bookkeeping keys already
-    in the chunk's metadata (a node parsed again) are replaced by this chunk's.
+    in the chunk's metadata (a node parsed again) are replaced by this chunk's; the user's own
+    keys, whatever their names, are kept as they are.
     """
     meta = {k: v for k, v in chunk.metadata.items() if k not in _PER_CHUNK_KEYS} if include_metadata else {}
     meta.update(_bookkeeping(chunk, source))

@@ -5,6 +5,11 @@ flushes older ones into *memory blocks*; ``ContextKitSummaryBlock`` is such a
 block: it keeps the flushed turns and, on every read, gives back contextkit's
 extractive summary of them, focused on the latest user message and capped in
 tokens. ``contextkit_memory()`` builds a ``Memory`` wired with it.
+
+``Memory.reset()`` in LlamaIndex deletes the stored messages but not what memory
+blocks hold, so a summary of the previous conversation would reach the next
+user's prompt after ``chat_engine.reset()``. :class:`ContextKitMemory` (what
+``contextkit_memory()`` returns) clears its blocks too.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from contextkit.assembly.render import escape_text
 from contextkit.compressors.history import HistorySummarizer
 from contextkit.records import Message
 
-__all__ = ["ContextKitSummaryBlock", "contextkit_memory"]
+__all__ = ["ContextKitMemory", "ContextKitSummaryBlock", "contextkit_memory"]
 
 
 def _text(message: ChatMessage) -> str:
@@ -57,9 +62,30 @@ class ContextKitSummaryBlock(BaseMemoryBlock[str]):
     def flushed(self) -> list[Message]:
         return list(self._flushed)
 
+    def reset(self) -> None:
+        """Forget every flushed turn (a new conversation starts)."""
+        self._flushed = []
 
-def contextkit_memory(token_limit: int = 3000, summary_max_tokens: int = 512, **memory_kwargs: Any) -> Memory:
-    """A LlamaIndex ``Memory`` whose overflow goes to a :class:`ContextKitSummaryBlock`."""
+
+class ContextKitMemory(Memory):
+    """LlamaIndex's ``Memory`` whose ``reset`` also clears the memory blocks that can be cleared."""
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextKitMemory"
+
+    async def areset(self, status: Any = None) -> None:
+        await super().areset(status=status)
+        if status is None:  # a whole reset, not one status of messages
+            for block in self.memory_blocks:
+                reset = getattr(block, "reset", None)
+                if callable(reset):
+                    reset()
+
+
+def contextkit_memory(token_limit: int = 3000, summary_max_tokens: int = 512, **memory_kwargs: Any) -> ContextKitMemory:
+    """A LlamaIndex ``Memory`` whose overflow goes to a :class:`ContextKitSummaryBlock` (and whose
+    ``reset`` clears that summary too)."""
     block = ContextKitSummaryBlock(summary_max_tokens=summary_max_tokens)
     memory_kwargs.setdefault("token_flush_size", max(1, int(token_limit * 0.3)))
-    return Memory.from_defaults(token_limit=token_limit, memory_blocks=[block], **memory_kwargs)
+    return ContextKitMemory.from_defaults(token_limit=token_limit, memory_blocks=[block], **memory_kwargs)

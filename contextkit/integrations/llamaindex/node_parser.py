@@ -32,7 +32,7 @@ from llama_index.core.bridge.pydantic import (
     WithJsonSchema,
     model_validator,
 )
-from llama_index.core.node_parser.interface import TextSplitter
+from llama_index.core.node_parser.interface import MetadataAwareTextSplitter
 from llama_index.core.node_parser.node_utils import default_id_func
 from llama_index.core.schema import BaseNode
 from llama_index.core.schema import Document as LIDocument
@@ -46,6 +46,7 @@ from contextkit.integrations.llamaindex.convert import (
     node_from_chunk,
 )
 from contextkit.records import Document
+from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["ContextKitNodeParser", "chunk_id_func"]
 
@@ -103,17 +104,19 @@ IdFunc = Annotated[
 ]
 
 
-class ContextKitNodeParser(TextSplitter):
+class ContextKitNodeParser(MetadataAwareTextSplitter):
     """Split documents into token-exact contextkit chunks, one ``TextNode`` each.
 
     Each node has the chunk's text and offsets, a SOURCE relationship to its
     document, PREVIOUS/NEXT to its neighbours (``include_prev_next_rel``), the
-    document's metadata (``include_metadata``) and contextkit's ``chunk_id``,
-    ``doc_id``, ``chunk_ordinal`` and ``token_count`` (plus ``chunk_header`` and
-    ``total_tokens`` with a header), which are kept out of the embedding and LLM
-    text. ``chunk_size`` bounds the chunk text plus the rendered header; metadata
-    that LlamaIndex itself prepends at embedding time is not counted (exclude it,
-    or use ``header`` to choose what is embedded and have it counted).
+    document's metadata (``include_metadata``), never overwritten, and contextkit's
+    own ``contextkit_chunk_id``, ``contextkit_doc_id``, ``contextkit_chunk_ordinal``
+    and ``contextkit_token_count`` (plus ``contextkit_chunk_header`` and
+    ``contextkit_total_tokens`` with a header), which are kept out of the embedding
+    and LLM text. ``chunk_size`` bounds what is embedded and shown to the LLM, as
+    SentenceSplitter's does: the chunk text, the rendered header, and the metadata
+    LlamaIndex prepends (the longer of its EMBED and LLM strings) when
+    ``include_metadata`` is on (:meth:`split_text_metadata_aware`).
 
     A node that is itself a span of a document (it has ``start_char_idx`` and a
     SOURCE) is split in the coordinates of that document: the new nodes' offsets
@@ -134,6 +137,8 @@ class ContextKitNodeParser(TextSplitter):
     id_func: IdFunc = Field(default=chunk_id_func, description="node id of chunk i of a document")
 
     _chunker: TokenChunker | None = PrivateAttr(default=None)
+    _sized: dict[str, TokenChunker] = PrivateAttr(default_factory=dict)
+    _tok: Tokenizer | None = PrivateAttr(default=None)
 
     @classmethod
     def class_name(cls) -> str:
@@ -175,21 +180,57 @@ class ContextKitNodeParser(TextSplitter):
         state = super().__getstate__()
         private = state.get("__pydantic_private__")
         if private:
-            state["__pydantic_private__"] = {**private, "_chunker": None}
+            state["__pydantic_private__"] = {**private, "_chunker": None, "_sized": {}, "_tok": None}
         return state
+
+    # ------------------------------------------------------- metadata aware
+    def _tokenizer_obj(self) -> Tokenizer:
+        if self._tok is None or self._tok.name != self._get_chunker().config.tokenizer:
+            self._tok = get_tokenizer(self.tokenizer)
+        return self._tok
+
+    def metadata_tokens(self, metadata_str: str) -> int:
+        """Tokens LlamaIndex's ``"{metadata_str}\\n\\n{content}"`` adds to a chunk (one spare for the seam)."""
+        return self._tokenizer_obj().count(metadata_str + "\n\n") + 1 if metadata_str else 0
+
+    def _chunker_for(self, metadata_str: str) -> TokenChunker:
+        """The chunker whose chunks, with this metadata prepended, stay within ``chunk_size``."""
+        chunker = self._get_chunker()
+        used = self.metadata_tokens(metadata_str)
+        if not used:
+            return chunker
+        size = self.chunk_size - used
+        if size <= 0:
+            raise InvalidArgumentError(
+                f"Metadata length ({used}) is longer than chunk size ({self.chunk_size}). Consider increasing the "
+                "chunk size or decreasing the size of your metadata (or exclude keys from the EMBED and LLM modes).")
+        overlap = min(self.chunk_overlap, size // 2)
+        config = ChunkerConfig(**{**self.chunker_config.model_dump(), "chunk_size": size, "chunk_overlap": overlap})
+        key = config.model_dump_json()
+        if key not in self._sized:
+            if len(self._sized) > 64:
+                self._sized.clear()
+            self._sized[key] = TokenChunker.from_dict(config.model_dump())
+        return self._sized[key]
+
+    def split_text_metadata_aware(self, text: str, metadata_str: str) -> list[str]:
+        """The chunk texts of a string that will be embedded with ``metadata_str`` in front of it."""
+        if text == "":
+            return [""]  # LlamaIndex's splitters' contract
+        return [c.text for c in self._chunker_for(metadata_str).chunk(Document(id="text", text=text), header="")]
 
     # ------------------------------------------------------------ splitting
     def split_text(self, text: str) -> list[str]:
-        """The chunk texts of a bare string (no document, so no header)."""
-        return [c.text for c in self._get_chunker().chunk(Document(id="text", text=text), header="")]
+        """The chunk texts of a bare string (no document, so no header); ``[""]`` for ``""``, as LlamaIndex's."""
+        return self.split_text_metadata_aware(text, "")
 
     def _parse_nodes(self, nodes: Sequence[BaseNode], show_progress: bool = False, **kwargs: Any) -> list[BaseNode]:
-        chunker = self._get_chunker()
         out: list[BaseNode] = []
         for node in get_tqdm_iterable(nodes, show_progress, "Parsing nodes"):
             doc = document_from_llamaindex(node)
             if doc is None:
                 continue
+            chunker = self._chunker_for(self._get_metadata_str(node) if self.include_metadata else "")
             chunks = chunker.chunk(doc)
             start = getattr(node, "start_char_idx", None)
             root = node.source_node

@@ -9,10 +9,13 @@ Use it wherever LlamaIndex takes ``node_postprocessors=[...]``::
 On the retrieved nodes it does, in this order, what contextkit's assembler does
 to evidence (reusing its code, so the two agree):
 
-1. merges nodes of one source document whose character ranges overlap or touch
+1. merges sentence windows (``SentenceWindowNodeParser`` with
+   ``MetadataReplacementPostProcessor``) of one source that overlap, in the order of
+   their sentences' offsets (see ``_windows.py``); then merges nodes of one source
+   document whose character ranges overlap or touch
    (``start_char_idx``/``end_char_idx`` and the SOURCE relationship), only where
-   their texts agree on the shared range; the merged node keeps the best score,
-   the first node's id and metadata, and lists the merged ids under
+   their texts agree on the shared range; the merged node keeps the best score
+   and the id and metadata of the part contextkit's merge names it after, and lists the merged ids under
    ``metadata["contextkit_merged_ids"]`` (chunks that a splitter parted with
    white space it stripped neither overlap nor touch, and stay apart);
 2. drops exact and near duplicates across documents, keeping the better-scored
@@ -62,6 +65,8 @@ from contextkit.assembly.passages import (
 )
 from contextkit.assembly.sections import EvidenceItem
 from contextkit.errors import InvalidArgumentError
+from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
+from contextkit.integrations.llamaindex._windows import merge_windows
 from contextkit.text import truncate_at_sentence
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
@@ -110,8 +115,11 @@ class BudgetReport(BaseModel):
 class ContextBudgetPostprocessor(BaseNodePostprocessor):
     """Merge overlapping nodes, drop duplicates, cut to a token budget, order against lost-in-the-middle."""
 
-    token_budget: int = Field(gt=0, description="tokens the kept nodes' content may use in all")
-    tokenizer: str = Field(default="cl100k_base", description="tiktoken encoding or Hugging Face tokenizer")
+    token_budget: int | None = Field(
+        default=None, gt=0, description="tokens the kept nodes' content may use in all; None: taken from "
+        "Settings.llm at each call, as from_llm() takes it")
+    tokenizer: str | None = Field(default=None, description="tiktoken encoding or Hugging Face tokenizer; "
+                                  "None: Settings.tokenizer when set, else cl100k_base")
     order: Literal["lost_in_the_middle", "score", "document"] = Field(
         default="lost_in_the_middle", description="order of the kept nodes")
     merge_passages: bool = Field(default=True, description="merge overlapping or touching nodes of one document")
@@ -136,7 +144,8 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
 
     @classmethod
     def from_llm(cls, llm: Any, reserve: int | None = None, *, question_tokens: int = DEFAULT_QUESTION_TOKENS,
-                 per_node_overhead: int = 1, **kwargs: Any) -> ContextBudgetPostprocessor:
+                 per_node_overhead: int | None = None, synthesizer: Literal["llamaindex", "contextkit"] = "llamaindex",
+                 **kwargs: Any) -> ContextBudgetPostprocessor:
         """A budget of ``context_window - num_output - reserve`` of ``llm.metadata``.
 
         ``reserve`` is what the prompt template and the question take. By default
@@ -148,19 +157,36 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
         call. Pass your own reserve with custom templates, long questions or a
         synthesizer without that padding. ``per_node_overhead=1`` pays for the
         blank line the synthesizer puts between nodes.
+
+        ``synthesizer="contextkit"``: the nodes go to a :class:`ContextKitSynthesizer`,
+        which uses none of LlamaIndex's templates or refine padding and fits the
+        evidence to the window itself, exactly; the reserve is then only the question
+        and contextkit's instructions (head and tail): the synthesizer trims the rest exactly, so the
+        window is used in full.
+        ``num_output == -1`` counts as LlamaIndex's default (256).
         """
-        meta = llm.metadata
-        window = int(meta.context_window)
-        num_output = _num_output(meta)
+        if synthesizer not in ("llamaindex", "contextkit"):
+            raise InvalidArgumentError(f"synthesizer must be 'llamaindex' or 'contextkit', not {synthesizer!r}")
+        tok = resolve_tokenizer(kwargs.get("tokenizer"))
         if reserve is None:
-            reserve = _default_reserve(llm, get_tokenizer(kwargs.get("tokenizer", "cl100k_base")), question_tokens)
-        if reserve < 0:
-            raise InvalidArgumentError(f"reserve must not be negative, not {reserve}")
-        budget = window - num_output - reserve
-        if budget <= 0:
-            raise InvalidArgumentError(f"{getattr(meta, 'model_name', 'the LLM')}: context_window {window} leaves no room "
-                             f"for nodes after num_output {num_output} and reserve {reserve}")
+            reserve = (_contextkit_reserve(llm, tok) if synthesizer == "contextkit"
+                       else _default_reserve(llm, tok, question_tokens))
+        if per_node_overhead is None:
+            per_node_overhead = 0 if synthesizer == "contextkit" else 1
+        try:
+            budget = prompt_budget(llm, reserve)
+        except InvalidArgumentError as exc:
+            raise InvalidArgumentError(f"{exc} (no room for nodes)") from None
         return cls(token_budget=budget, per_node_overhead=per_node_overhead, **kwargs)
+
+    def budget(self) -> int:
+        """The budget of the next call: ``token_budget``, else what ``from_llm(Settings.llm)`` would give."""
+        if self.token_budget is not None:
+            return self.token_budget
+        from llama_index.core.settings import Settings
+
+        llm = Settings.llm
+        return prompt_budget(llm, _default_reserve(llm, self._tokenizer(), DEFAULT_QUESTION_TOKENS))
 
     # ------------------------------------------------------------------ report
     @property
@@ -173,6 +199,8 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
 
     # -------------------------------------------------------------------- work
     def _tokenizer(self) -> Tokenizer:
+        if self.tokenizer is None:  # Settings.tokenizer may change between calls
+            return resolve_tokenizer(None)
         if self._tok is None or self._tok_name != self.tokenizer:
             self._tok, self._tok_name = get_tokenizer(self.tokenizer), self.tokenizer
         return self._tok
@@ -182,10 +210,17 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
         tok = self._tokenizer()
         rows = [NodeReport(node_id=n.node.node_id, status="kept", score=n.score) for n in nodes]
         live = _live(nodes, rows)
+        if self.merge_passages:  # sentence windows first: their offsets are their centre sentences'
+            nodes, live, absorbed = merge_windows(nodes, live, _copy, MERGED_KEY)
+            for gone, into in absorbed.items():
+                _mark(rows, gone, None, f"window merged into {nodes[into].node.node_id}", status="merged")
+            for into in set(absorbed.values()):
+                rows[into].detail = f"windows merged: {', '.join(nodes[into].node.metadata[MERGED_KEY])}"
         index_of = {nodes[i].node.node_id: i for i in live}
         items, out = self._merge(nodes, live, index_of, rows)
+        budget = self.budget()
         fit = _Fit(self, tok, rows, index_of, out,
-                   Deduplicator(self.near_duplicate_threshold) if self.deduplicate else None, self.token_budget)
+                   Deduplicator(self.near_duplicate_threshold) if self.deduplicate else None, budget)
         for item in order_items(items, "score"):  # best first; ties on id
             fit.take(item)
         kept = fit.kept
@@ -193,7 +228,7 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
         ordered = [kept[it.id].nws for it in order_items([_placed_item(k.item, k.nws) for k in kept.values()],
                                                              self.order)]
         self._last_report = BudgetReport(
-            budget=self.token_budget, tokenizer=tok.name, order=self.order, nodes_in=len(nodes),
+            budget=budget, tokenizer=tok.name, order=self.order, nodes_in=len(nodes),
             nodes_out=len(ordered), tokens=used, overhead_tokens=self.per_node_overhead * len(ordered), nodes=rows)
         return ordered
 
@@ -381,12 +416,15 @@ def _score(n: NodeWithScore) -> float:
     return n.score if n.score is not None else float("-inf")
 
 
-def _num_output(meta: Any) -> int:
-    """As LlamaIndex's PromptHelper reads it: -1 means its default."""
-    from llama_index.core.constants import DEFAULT_NUM_OUTPUTS
+def _contextkit_reserve(llm: Any, tok: Tokenizer) -> int:
+    """What a ContextKitSynthesizer's prompt surely takes besides the evidence: its instructions twice (head
+    and tail, with their tags) and the LLM's system prompt. The question and the documents' tags are left to
+    the synthesizer, which fits the evidence exactly: handing it slightly more than fits fills the window."""
+    from contextkit.integrations.llamaindex.synthesizer import DEFAULT_INSTRUCTIONS
 
-    num_output = int(meta.num_output) if meta.num_output is not None else -1
-    return DEFAULT_NUM_OUTPUTS if num_output == -1 else num_output
+    instructions = tok.count(f"<instructions>\n{DEFAULT_INSTRUCTIONS}\n</instructions>\n")
+    system = tok.count(getattr(llm, "system_prompt", None) or "")
+    return 2 * instructions + system
 
 
 def _default_reserve(llm: Any, tok: Tokenizer, question_tokens: int) -> int:
@@ -457,15 +495,18 @@ def _copy(node: TextNode, update: dict[str, Any], extra: dict[str, Any]) -> Text
 
 
 def _merged(item: EvidenceItem, parts: list[NodeWithScore]) -> NodeWithScore:
-    """The merged node: the first part's id, metadata and relationships; its text the
-    union of the parts (a slice of the document); NEXT from the part that ends last."""
-    first = parts[0].node
+    """The merged node: the id, metadata and relationships of the part the merge is named after (the
+    assembler's choice: ``item.id``), its text the union of the parts (a slice of the document);
+    PREVIOUS from the part that starts first, NEXT from the part that ends last."""
+    head = next((p.node for p in parts if p.node.node_id == item.id), parts[0].node)
+    first = min(parts, key=lambda p: p.node.start_char_idx).node
     last = max(parts, key=lambda p: p.node.end_char_idx).node
-    relationships = dict(first.relationships)
-    if NodeRelationship.NEXT in last.relationships:
-        relationships[NodeRelationship.NEXT] = last.relationships[NodeRelationship.NEXT]
-    else:
-        relationships.pop(NodeRelationship.NEXT, None)
-    node = _copy(first, {"text": item.text, "start_char_idx": item.start, "end_char_idx": item.end,
-                         "relationships": relationships}, {MERGED_KEY: list(item.metadata["merged_ids"])})
+    relationships = dict(head.relationships)
+    for key, part in ((NodeRelationship.PREVIOUS, first), (NodeRelationship.NEXT, last)):
+        if key in part.relationships:
+            relationships[key] = part.relationships[key]
+        else:
+            relationships.pop(key, None)
+    node = _copy(head, {"text": item.text, "start_char_idx": item.start, "end_char_idx": item.end,
+                        "relationships": relationships}, {MERGED_KEY: list(item.metadata["merged_ids"])})
     return NodeWithScore(node=node, score=item.score)

@@ -1,65 +1,78 @@
 """``ContextKitSynthesizer``: a LlamaIndex response synthesizer whose prompt is built by contextkit.
 
-Drop it into any query engine (``index.as_query_engine(response_synthesizer=...)``
-or ``RetrieverQueryEngine``): the retrieved nodes become evidence items (with
-their scores, ids and character offsets, so overlapping nodes merge), and
-:class:`~contextkit.assembly.context_assembler.ContextAssembler` builds one prompt with XML
-sections, the instructions at head and tail, and an exact budget taken from the
-LLM's own ``metadata.context_window`` less ``num_output``. The assembly report
-rides along in ``response.metadata["contextkit"]``.
+Drop it into any query engine (``index.as_query_engine(response_synthesizer=...)``,
+``RetrieverQueryEngine``, or :func:`~.query_engine.contextkit_query_engine`, which
+also honours ``streaming=`` and ``text_qa_template=``): the retrieved nodes become
+evidence items (with their scores, ids and character offsets, so overlapping nodes
+merge, and the metadata LlamaIndex shows the LLM as attributes of each document),
+and contextkit's assembler builds the blocks under an exact budget taken from the
+LLM's ``metadata`` (``num_output == -1`` read as LlamaIndex's default) and counted
+with ``tokenizer=``, else ``Settings.tokenizer``, else cl100k_base.
+
+The blocks go through LlamaIndex's prompt path (see ``_prompt.py``): the template is
+exposed as ``text_qa_template`` by ``get_prompts``/``update_prompts``, the LLM's
+``system_prompt`` is kept, chat models get system and user messages, completion
+models one prompt, and streaming is the LLM's own stream. ``synthesize`` is
+LlamaIndex's own, so SYNTHESIZE and TEMPLATING callbacks and the
+``SynthesizeStartEvent``/``EndEvent`` instrumentation are emitted as for its own
+synthesizers. The assembly report rides along in ``response.metadata["contextkit"]``.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.base.response.schema import (
-    RESPONSE_TYPE,
-    Response,
-    StreamingResponse,
-)
 from llama_index.core.llms import LLM
+from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
 
-from contextkit.assembly.context_assembler import ContextAssembler
-from contextkit.assembly.sections import EvidenceItem
 from contextkit.errors import InvalidArgumentError
+from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
+from contextkit.integrations.llamaindex._prompt import (
+    PromptBuild,
+    build_prompt,
+    check_options,
+    check_template,
+    default_qa_template,
+    evidence_from_nodes,
+)
+from contextkit.tokenizers import Tokenizer
 
-__all__ = ["DEFAULT_INSTRUCTIONS", "ContextKitSynthesizer", "evidence_from_nodes", "llm_budget"]
+__all__ = ["DEFAULT_INSTRUCTIONS", "SUPPORTED_RESPONSE_MODES", "ContextKitSynthesizer", "evidence_from_nodes",
+           "llm_budget"]
 
 DEFAULT_INSTRUCTIONS = (
     "Answer the question using only the documents in <evidence>. "
     "If they do not contain the answer, say so. Cite the ids of the documents you used."
 )
 
+#: Response modes meaning one LLM call over evidence cut to fit: what this synthesizer does.
+SUPPORTED_RESPONSE_MODES = ("compact", "simple_summarize")
+
+_NODES: contextvars.ContextVar[Sequence[NodeWithScore] | None] = contextvars.ContextVar("ck_nodes", default=None)
+
 
 def llm_budget(llm: LLM, reserve: int = 0) -> int:
-    """Prompt tokens an LLM can take: its context window less its output tokens and ``reserve``."""
-    meta = llm.metadata
-    budget = int(meta.context_window) - int(meta.num_output or 0) - reserve
-    if budget <= 0:
-        raise InvalidArgumentError(f"{meta.model_name}: context_window {meta.context_window} leaves no room for a prompt "
-                         f"after num_output {meta.num_output} and reserve {reserve}")
-    return budget
+    """Prompt tokens an LLM can take: its context window less its output tokens and ``reserve``.
+
+    ``num_output == -1`` (LlamaIndex's "unset") counts as LlamaIndex's default of 256.
+    """
+    return prompt_budget(llm, reserve)
 
 
-def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[EvidenceItem]:
-    """Nodes as evidence items: id, text (no metadata), score, source document and offsets."""
-    items = []
-    for i, nws in enumerate(nodes):
-        node = nws.node
-        text = node.get_content(metadata_mode=MetadataMode.NONE)
-        meta = dict(node.metadata or {})
-        source = str(meta.get("file_path") or meta.get("file_name") or meta.get("source") or node.ref_doc_id or "")
-        start, end = getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None)
-        offsets_ok = start is not None and end is not None and end - start == len(text)
-        items.append(EvidenceItem(
-            id=node.node_id or f"node-{i}", text=text, source=source, score=nws.score,
-            doc_id=node.ref_doc_id if offsets_ok else None, start=start if offsets_ok else None,
-            end=end if offsets_ok else None, metadata={k: v for k, v in meta.items() if isinstance(v, str | int | float)}))
-    return items
+def check_response_mode(mode: Any) -> None:
+    """Refuse response modes this synthesizer does not implement, instead of ignoring them."""
+    if mode is None:
+        return
+    name = str(getattr(mode, "value", mode))
+    if name not in SUPPORTED_RESPONSE_MODES:
+        raise InvalidArgumentError(
+            f"ContextKitSynthesizer makes one LLM call over evidence cut to fit the window (response_mode "
+            f"{' or '.join(SUPPORTED_RESPONSE_MODES)}); response_mode {name!r} is not supported: use LlamaIndex's "
+            "get_response_synthesizer(response_mode=...) for it")
 
 
 class ContextKitSynthesizer(BaseSynthesizer):
@@ -68,23 +81,51 @@ class ContextKitSynthesizer(BaseSynthesizer):
 
     def __init__(self, llm: LLM | None = None, *, instructions: str = DEFAULT_INSTRUCTIONS,
                  reserve_tokens: int = 0, streaming: bool = False, callback_manager: Any = None,
-                 **assembler_options: Any) -> None:
+                 text_qa_template: BasePromptTemplate | None = None, tokenizer: str | Tokenizer | None = None,
+                 response_mode: Any = None, **assembler_options: Any) -> None:
+        check_response_mode(response_mode)
+        check_options(assembler_options)
+        if assembler_options.get("tokenizer") is not None:  # the old spelling: an assembly option
+            tokenizer = tokenizer or assembler_options.pop("tokenizer")
+        assembler_options.pop("tokenizer", None)
         super().__init__(llm=llm, callback_manager=callback_manager, streaming=streaming)
         self.instructions = instructions
         self.reserve_tokens = reserve_tokens
+        self.tokenizer = tokenizer
         self.assembler_options = assembler_options
-        self.last_report: Any = None
-        self.last_prompt: str | None = None
+        self._qa_template = check_template(text_qa_template) if text_qa_template is not None \
+            else default_qa_template()
+        self.last_build: PromptBuild | None = None
 
+    # ------------------------------------------------------------- prompts
     def _get_prompts(self) -> dict[str, Any]:
-        return {}
+        return {"text_qa_template": self._qa_template}
 
     def _update_prompts(self, prompts: dict[str, Any]) -> None:
-        return None
+        for key, template in prompts.items():
+            if ":" in key:
+                continue  # a sub-module's (none here); the mixin reports unknown modules
+            if key != "text_qa_template":
+                raise InvalidArgumentError(f"ContextKitSynthesizer has one prompt, 'text_qa_template', not {key!r} "
+                                           "(it makes one call: no refine or summary template)")
+            self._qa_template = check_template(template)
+
+    @property
+    def last_report(self) -> Any:
+        return self.last_build.result.report if self.last_build else None
+
+    @property
+    def last_prompt(self) -> str | None:
+        """What the LLM received last (messages as ``role: content`` lines)."""
+        return self.last_build.sent if self.last_build else None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": "ContextKitSynthesizer", "class_name": "ContextKitSynthesizer", "instructions": self.instructions,
-                "reserve_tokens": self.reserve_tokens, "streaming": self._streaming, **self.assembler_options}
+        data = {"type": "ContextKitSynthesizer", "class_name": "ContextKitSynthesizer",
+                "instructions": self.instructions, "reserve_tokens": self.reserve_tokens,
+                "streaming": self._streaming, **self.assembler_options}
+        if isinstance(self.tokenizer, str):
+            data["tokenizer"] = self.tokenizer
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], llm: LLM | None = None) -> ContextKitSynthesizer:
@@ -92,48 +133,58 @@ class ContextKitSynthesizer(BaseSynthesizer):
         return cls(llm=llm, **data)
 
     # ---------------------------------------------------------------- prompt
+    def prepare(self, query_str: str, nodes: Sequence[NodeWithScore]) -> PromptBuild:
+        """The template variables for this question and these nodes, fitted to the LLM's window."""
+        tok = resolve_tokenizer(self.tokenizer)
+        build = build_prompt(self._llm, self._qa_template, tok, prompt_budget(self._llm, self.reserve_tokens),
+                             query=query_str, instructions=self.instructions, evidence=evidence_from_nodes(nodes),
+                             options=self.assembler_options)
+        self.last_build = build
+        return build
+
     def build_prompt(self, query_str: str, nodes: Sequence[NodeWithScore]) -> str:
-        assembler = ContextAssembler(llm_budget(self._llm, self.reserve_tokens), **self.assembler_options)
-        result = assembler.assemble(query_str, instructions=self.instructions, evidence=evidence_from_nodes(nodes))
-        self.last_report, self.last_prompt = result.report, result.prompt
-        return result.prompt
+        """What the LLM would receive for this question and these nodes."""
+        return self.prepare(query_str, nodes).sent
 
-    def _nodes_from_chunks(self, text_chunks: Sequence[str]) -> list[NodeWithScore]:
-        from llama_index.core.schema import TextNode
-
+    @staticmethod
+    def _nodes_from_chunks(text_chunks: Sequence[str]) -> list[NodeWithScore]:
         return [NodeWithScore(node=TextNode(text=t, id_=f"chunk-{i}")) for i, t in enumerate(text_chunks)]
+
+    def _nodes(self, text_chunks: Sequence[str], kwargs: dict[str, Any]) -> Sequence[NodeWithScore]:
+        return kwargs.pop("nodes", None) or _NODES.get() or self._nodes_from_chunks(text_chunks)
 
     # ------------------------------------------------------- synthesizer API
     def get_response(self, query_str: str, text_chunks: Sequence[str], **kwargs: Any) -> Any:
-        prompt = self.build_prompt(query_str, kwargs.pop("nodes", None) or self._nodes_from_chunks(text_chunks))
+        build = self.prepare(query_str, self._nodes(text_chunks, kwargs))
         if self._streaming:
-            return (r.delta or "" for r in self._llm.stream_complete(prompt, formatted=True))
-        return self._llm.complete(prompt, formatted=True).text
+            return self._llm.stream(self._qa_template, **build.variables)
+        return self._llm.predict(self._qa_template, **build.variables)
 
     async def aget_response(self, query_str: str, text_chunks: Sequence[str], **kwargs: Any) -> Any:
-        prompt = self.build_prompt(query_str, kwargs.pop("nodes", None) or self._nodes_from_chunks(text_chunks))
-        return (await self._llm.acomplete(prompt, formatted=True)).text
+        build = self.prepare(query_str, self._nodes(text_chunks, kwargs))
+        if self._streaming:
+            return await self._llm.astream(self._qa_template, **build.variables)
+        return await self._llm.apredict(self._qa_template, **build.variables)
+
+    def _get_metadata_for_response(self, nodes: list[BaseNode]) -> dict[str, Any] | None:
+        metadata = dict(super()._get_metadata_for_response(nodes) or {})
+        metadata["contextkit"] = self.last_build.report() if self.last_build else None
+        return metadata
 
     def synthesize(self, query: Any, nodes: list[NodeWithScore],
-                   additional_source_nodes: Sequence[NodeWithScore] | None = None, **kwargs: Any) -> RESPONSE_TYPE:
-        """As LlamaIndex's, but the nodes themselves (scores, offsets) reach the assembler."""
-        if not nodes:
-            return Response(self._empty_response)
-        query_str = query.query_str if isinstance(query, QueryBundle) else str(query)
-        text = self.get_response(query_str, [], nodes=nodes, **kwargs)
-        sources = list(nodes) + list(additional_source_nodes or [])
-        metadata = {"contextkit": self.last_report.model_dump(mode="json") if self.last_report else None}
-        if self._streaming:
-            return StreamingResponse(text, source_nodes=sources, metadata=metadata)
-        return Response(text, source_nodes=sources, metadata=metadata)
+                   additional_source_nodes: Sequence[NodeWithScore] | None = None, **kwargs: Any) -> Any:
+        """LlamaIndex's own (events, callbacks, response types), with the nodes themselves (scores,
+        offsets, metadata) reaching the assembler instead of their flattened texts."""
+        token = _NODES.set(nodes)
+        try:
+            return super().synthesize(query, nodes, additional_source_nodes, **kwargs)
+        finally:
+            _NODES.reset(token)
 
     async def asynthesize(self, query: Any, nodes: list[NodeWithScore],
-                          additional_source_nodes: Sequence[NodeWithScore] | None = None,
-                          **kwargs: Any) -> RESPONSE_TYPE:
-        if not nodes:
-            return Response(self._empty_response)
-        query_str = query.query_str if isinstance(query, QueryBundle) else str(query)
-        text = await self.aget_response(query_str, [], nodes=nodes, **kwargs)
-        metadata = {"contextkit": self.last_report.model_dump(mode="json") if self.last_report else None}
-        return Response(text, source_nodes=list(nodes) + list(additional_source_nodes or []), metadata=metadata)
-
+                          additional_source_nodes: Sequence[NodeWithScore] | None = None, **kwargs: Any) -> Any:
+        token = _NODES.set(nodes)
+        try:
+            return await super().asynthesize(query, nodes, additional_source_nodes, **kwargs)
+        finally:
+            _NODES.reset(token)

@@ -105,8 +105,8 @@ class TestNodeParser:
             assert len(mine) > 3
             for i, node in enumerate(mine):
                 assert doc.text[node.start_char_idx:node.end_char_idx] == node.text
-                assert node.id_ == node.metadata["chunk_id"] == f"{doc_id}::{i}"
-                assert node.metadata["chunk_ordinal"] == i and node.metadata["doc_id"] == doc_id
+                assert node.id_ == node.metadata["contextkit_chunk_id"] == f"{doc_id}::{i}"
+                assert node.metadata["contextkit_chunk_ordinal"] == i and node.metadata["contextkit_doc_id"] == doc_id
                 assert node.metadata["title"] == doc.metadata["title"]  # the document's metadata
                 prev = node.relationships.get(NodeRelationship.PREVIOUS)
                 nxt = node.relationships.get(NodeRelationship.NEXT)
@@ -115,7 +115,8 @@ class TestNodeParser:
             assert mine[0].start_char_idx == 0 and doc.text[mine[-1].end_char_idx:].strip() == ""
         node = nodes[1]
         embed, llm = node.get_content(MetadataMode.EMBED), node.get_content(MetadataMode.LLM)
-        for hidden in ("chunk_id", "token_count", "chunk_ordinal", "doc_id"):
+        for hidden in ("contextkit_chunk_id", "contextkit_token_count", "contextkit_chunk_ordinal",
+                       "contextkit_doc_id"):
             assert hidden not in embed and hidden not in llm
         assert "file_path" not in embed  # the document's own exclusions carry over
         assert "title:" in embed and "title:" in llm
@@ -126,12 +127,12 @@ class TestNodeParser:
             nodes = parser.get_nodes_from_documents(pep_docs)
             for node in nodes:
                 tokens = cl100k.count(node.text)
-                assert tokens == node.metadata["token_count"]
-                head = node.metadata.get("chunk_header", "")
+                assert tokens == node.metadata["contextkit_token_count"]
+                head = node.metadata.get("contextkit_chunk_header", "")
                 assert cl100k.count(head + node.text) <= 64
                 if header:
                     assert head == node.metadata["title"] + "\n"
-                    assert node.metadata["total_tokens"] == cl100k.count(head + node.text)
+                    assert node.metadata["contextkit_total_tokens"] == cl100k.count(head + node.text)
 
     def test_repeated_text_keeps_true_offsets(self):
         """LlamaIndex's own post-processing would find the first copy of a repeated chunk."""
@@ -149,9 +150,10 @@ class TestNodeParser:
         fine = ContextKitNodeParser(chunk_size=64, chunk_overlap=0).get_nodes_from_documents(coarse)
         assert len(fine) > len(coarse) > 1
         for node in fine:
-            assert node.ref_doc_id == node.metadata["doc_id"] == doc.id_
+            assert node.ref_doc_id == node.metadata["contextkit_doc_id"] == doc.id_
             assert doc.text[node.start_char_idx:node.end_char_idx] == node.text
-        assert "chunk_header" not in ContextKitNodeParser(chunk_size=64, chunk_overlap=0).get_nodes_from_documents(
+        plain = ContextKitNodeParser(chunk_size=64, chunk_overlap=0)
+        assert "contextkit_chunk_header" not in plain.get_nodes_from_documents(
             ContextKitNodeParser(chunk_size=512, chunk_overlap=0, header="{title}\n").get_nodes_from_documents([doc])
         )[0].metadata  # the first pass's bookkeeping does not leak into the second's
         assert all(doc.text[c.start:c.end] == c.text for c in chunks_from_nodes(fine))
@@ -161,7 +163,7 @@ class TestNodeParser:
         bare = ContextKitNodeParser(chunk_size=32, chunk_overlap=0, include_metadata=False,
                                     include_prev_next_rel=False)
         nodes = bare.get_nodes_from_documents([doc])
-        assert "lang" not in nodes[0].metadata and "chunk_id" in nodes[0].metadata
+        assert "lang" not in nodes[0].metadata and "contextkit_chunk_id" in nodes[0].metadata
         assert set(nodes[1].relationships) == {NodeRelationship.SOURCE}
         with caplog.at_level(logging.WARNING):
             assert bare.get_nodes_from_documents([LIDocument(text="", id_="e"), LIDocument(text=" \n", id_="w")]) == []
@@ -246,11 +248,12 @@ class TestRetriever:
             assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
             for hit in hits:
                 node = hit.node
-                assert node.id_ == node.metadata["chunk_id"] and node.ref_doc_id == node.metadata["doc_id"]
-                assert node.metadata["source"].endswith(node.metadata["doc_id"])
+                assert node.id_ == node.metadata["contextkit_chunk_id"]
+                assert node.ref_doc_id == node.metadata["contextkit_doc_id"]
+                assert node.metadata["source"].endswith(node.metadata["contextkit_doc_id"])
                 text = (folder / _name(hit)).read_text(encoding="utf-8")
                 assert text[node.start_char_idx:node.end_char_idx] == node.text
-                assert "chunk_id" not in node.get_content(MetadataMode.LLM)
+                assert "contextkit_chunk_id" not in node.get_content(MetadataMode.LLM)
 
     def test_open_index_filters_and_empty_results(self, ck_index, embedder):
         path, folder = ck_index
@@ -350,8 +353,12 @@ class TestConvert:
     def test_parser_nodes_equal_contextkit_chunks(self, pep_docs):
         parser = ContextKitNodeParser(chunk_size=100, chunk_overlap=12)
         nodes = parser.get_nodes_from_documents(pep_docs)
-        chunker = TokenChunker(chunk_size=100, chunk_overlap=12)
-        expected = [c for d in documents_from_llamaindex(pep_docs) for c in chunker.chunk(d)]
+        expected = []
+        for li_doc, doc in zip(pep_docs, documents_from_llamaindex(pep_docs)):
+            # the room the metadata LlamaIndex prepends takes (the longer of its EMBED and LLM strings)
+            shown = max(li_doc.get_metadata_str(MetadataMode.EMBED), li_doc.get_metadata_str(MetadataMode.LLM), key=len)
+            chunker = TokenChunker(chunk_size=100 - parser.metadata_tokens(shown), chunk_overlap=12)
+            expected += chunker.chunk(doc)
         assert chunks_from_nodes(nodes) == expected
 
     def test_nodes_missing_offsets_text_or_metadata(self, caplog):

@@ -1,0 +1,268 @@
+"""The prompt path the synthesizer and the chat engine share: contextkit's blocks inside LlamaIndex templates.
+
+Why through LlamaIndex's templates and ``llm.predict``/``llm.stream`` rather than one
+bare ``complete()``: that is the path on which LlamaIndex adds ``llm.system_prompt``
+and ``query_wrapper_prompt``, sends chat models system and user *messages*,
+formats for completion models, and emits its TEMPLATING callback and
+``LLMPredictStartEvent``. contextkit's assembled blocks (``<instructions>``,
+``<evidence>``, ``<history>``, ``<question>``, ``<reminder>``) are the template
+variables; LlamaIndex's own names ``context_str`` (evidence and history) and
+``query_str`` (the question as typed) work too, so a stock ``text_qa_template``
+can be dropped in.
+
+The budget covers what is *sent*: the template's own text, the system prompt and a
+per-message overhead are counted (on the formatted prompt, or the messages), and
+the evidence is assembled again, smaller, if the whole does not fit.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from llama_index.core.llms import LLM, ChatMessage, MessageRole
+from llama_index.core.prompts import (
+    BasePromptTemplate,
+    ChatPromptTemplate,
+    PromptTemplate,
+    SelectorPromptTemplate,
+)
+from llama_index.core.prompts.prompt_type import PromptType
+from llama_index.core.prompts.utils import is_chat_model
+from llama_index.core.schema import MetadataMode, NodeWithScore
+
+from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
+from contextkit.assembly.render import escape_attribute
+from contextkit.assembly.sections import EvidenceItem, Section
+from contextkit.errors import BudgetError, InvalidArgumentError
+from contextkit.integrations.llamaindex.convert import CONTEXTKIT_KEYS
+from contextkit.records import Message
+from contextkit.tokenizers import Tokenizer
+
+__all__ = [
+    "BLOCK_VARS",
+    "MESSAGE_OVERHEAD",
+    "TEMPLATE_VARS",
+    "PromptBuild",
+    "build_prompt",
+    "check_options",
+    "check_template",
+    "default_qa_template",
+    "evidence_from_nodes",
+]
+
+#: contextkit's blocks, by section name, as template variables.
+BLOCK_VARS = ("instructions", "evidence", "history", "question", "reminder")
+#: Every variable a template may use: the blocks, and LlamaIndex's own two names.
+TEMPLATE_VARS = (*BLOCK_VARS, "context_str", "query_str")
+#: Tokens a chat API adds per message (role and separators: OpenAI's figure), counted in the budget.
+MESSAGE_OVERHEAD = 4
+
+#: Options of the assembly the plug-in takes, besides :class:`AssemblyOptions`' own fields.
+_EXTRA_OPTIONS = ("evidence_min_share", "history_min_share", "summarize_history", "summary_max_tokens", "redact")
+_REFUSED_OPTIONS = {
+    "compress_evidence": "prune with contextkit.compressors.EvidenceCompressor before the engine, or use "
+                         "ContextAssembler directly",
+    "budget": "the budget comes from the LLM's metadata; use reserve_tokens= to keep room",
+    "mode": "retrieval is the engine's retriever", "k": "retrieval is the engine's retriever",
+}
+
+
+def default_qa_template() -> SelectorPromptTemplate:
+    """The blocks in order for completion models; for chat models, instructions as the system
+    message and the rest as the user message (the reminder last, nearest the answer)."""
+    text = PromptTemplate("{instructions}{evidence}{history}{question}{reminder}",
+                          prompt_type=PromptType.QUESTION_ANSWER)
+    chat = ChatPromptTemplate(message_templates=[
+        ChatMessage(role=MessageRole.SYSTEM, content="{instructions}"),
+        ChatMessage(role=MessageRole.USER, content="{evidence}{history}{question}{reminder}"),
+    ], prompt_type=PromptType.QUESTION_ANSWER)
+    return SelectorPromptTemplate(default_template=text, conditionals=[(is_chat_model, chat)])
+
+
+def _templates(template: BasePromptTemplate) -> list[BasePromptTemplate]:
+    if isinstance(template, SelectorPromptTemplate):
+        return [template.default_template, *(t for _, t in template.conditionals or [])]
+    return [template]
+
+
+def check_template(template: Any, key: str = "text_qa_template") -> BasePromptTemplate:
+    """A template whose variables contextkit can fill, or a clear error naming the ones it cannot."""
+    if not isinstance(template, BasePromptTemplate):
+        raise InvalidArgumentError(f"{key} must be a LlamaIndex prompt template (PromptTemplate, "
+                                   f"ChatPromptTemplate ...), not {type(template).__name__}")
+    for t in _templates(template):
+        unknown = sorted(set(t.template_vars) - set(TEMPLATE_VARS) - set(t.kwargs))
+        if unknown:
+            raise InvalidArgumentError(
+                f"{key}: contextkit cannot fill the variable(s) {unknown}; a template may use "
+                f"{', '.join('{' + v + '}' for v in TEMPLATE_VARS)} (or bind others with partial_format)")
+    return template
+
+
+def check_options(options: dict[str, Any]) -> None:
+    """Refuse assembly options the plug-in would otherwise ignore."""
+    allowed = set(AssemblyOptions.model_fields) | set(_EXTRA_OPTIONS)
+    for key in options:
+        if key in _REFUSED_OPTIONS:
+            raise InvalidArgumentError(f"{key}= is not supported by the LlamaIndex plug-in: {_REFUSED_OPTIONS[key]}")
+        if key not in allowed:
+            raise InvalidArgumentError(f"unknown assembly option {key!r}; supported: {', '.join(sorted(allowed))}")
+    AssemblyOptions(**{k: v for k, v in options.items() if k in AssemblyOptions.model_fields})
+
+
+# ------------------------------------------------------------------ evidence
+_ATTR_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+_RESERVED_ATTRS = frozenset({"id", "source", "score"})
+
+
+def _visible_metadata(nws: NodeWithScore, source: str) -> dict[str, str]:
+    """The metadata LlamaIndex would show the LLM for this node (``MetadataMode.LLM``), as attributes."""
+    node = nws.node
+    hidden = set(node.excluded_llm_metadata_keys) | set(CONTEXTKIT_KEYS)
+    attrs: dict[str, str] = {}
+    for key, value in (node.metadata or {}).items():
+        if key in hidden or isinstance(value, bool) or not isinstance(value, str | int | float):
+            continue
+        text = str(value)
+        if not text.strip() or text == source:
+            continue
+        name = _ATTR_NAME.sub("_", str(key))
+        name = name if re.match(r"[A-Za-z_]", name) else f"_{name}"
+        if name not in _RESERVED_ATTRS and name not in attrs:
+            attrs[name] = text
+    return attrs
+
+
+def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[EvidenceItem]:
+    """Nodes as evidence items: id, text (no metadata), score, source document and offsets.
+
+    The metadata the LLM would see rides along under ``metadata["attributes"]``; it
+    is rendered as attributes of the item's ``<document>`` tag, not mixed into its
+    text, so overlapping nodes still merge by offsets.
+    """
+    items = []
+    for i, nws in enumerate(nodes):
+        node = nws.node
+        text = node.get_content(metadata_mode=MetadataMode.NONE)
+        meta = dict(node.metadata or {})
+        source = str(meta.get("file_path") or meta.get("file_name") or meta.get("source") or node.ref_doc_id or "")
+        start, end = getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None)
+        offsets_ok = start is not None and end is not None and end - start == len(text)
+        plain = {k: v for k, v in meta.items() if isinstance(v, str | int | float)}
+        plain["attributes"] = _visible_metadata(nws, source)
+        items.append(EvidenceItem(
+            id=node.node_id or f"node-{i}", text=text, source=source, score=nws.score,
+            doc_id=node.ref_doc_id if offsets_ok else None, start=start if offsets_ok else None,
+            end=end if offsets_ok else None, metadata=plain))
+    return items
+
+
+def _with_attributes(block: str, items: Sequence[EvidenceItem], fmt: str, item_tag: str) -> str:
+    """The evidence block with each item's LLM-visible metadata added to its opening tag (or heading)."""
+    for item in items:
+        attrs = item.metadata.get("attributes") or {}
+        if not attrs:
+            continue
+        if fmt == "xml":
+            opener = f'<{item_tag} id="{escape_attribute(item.id)}"'
+            extra = "".join(f' {k}="{escape_attribute(v)}"' for k, v in attrs.items())
+        else:
+            opener = f"### {item_tag} (id: {' '.join(item.id.split())}"
+            extra = "".join(f", {k}: {' '.join(v.split())}" for k, v in attrs.items())
+        block = block.replace(opener, opener + extra, 1)
+    return block
+
+
+# ------------------------------------------------------------------ assembly
+@dataclass
+class PromptBuild:
+    """One prompt: the template's variables, what is sent (for the record), and the reports."""
+
+    variables: dict[str, str]
+    sent: str  # the formatted prompt, or the messages joined as ``role: content``
+    sent_tokens: int
+    budget: int
+    result: AssemblyResult
+
+    def report(self) -> dict[str, Any]:
+        """The assembly report as JSON, with the counts of what was sent."""
+        data = self.result.report.model_dump(mode="json")
+        data["assembled_tokens"] = data["tokens"]
+        data["tokens"], data["budget"] = self.sent_tokens, self.budget
+        data["budget_used_percent"] = round(100.0 * self.sent_tokens / self.budget, 3)
+        return data
+
+
+def _sections(instructions: str | None, query: str, evidence: list[EvidenceItem], history: list[Message] | None,
+              options: dict[str, Any]) -> list[Section]:
+    parts = []
+    if instructions is not None:
+        parts.append(Section("instructions", role="key_instructions", content=instructions))
+    parts.append(Section("evidence", role="evidence", items=evidence, min_share=options.get("evidence_min_share")))
+    if history:
+        parts.append(Section("history", role="history", messages=list(history),
+                             min_share=options.get("history_min_share", _history_min_share())))
+    parts.append(Section("question", role="question", content=query))
+    return parts
+
+
+def _history_min_share() -> float | None:
+    """ContextAssembler's default share kept for the history (None where the assembler has no such option)."""
+    from contextkit.assembly.context_assembler import AssemblerConfig
+
+    field = AssemblerConfig.model_fields.get("history_min_share")
+    return None if field is None else field.default
+
+
+def _sent(template: BasePromptTemplate, llm: LLM, tok: Tokenizer, variables: dict[str, str]) -> tuple[str, int]:
+    """What the LLM receives for these variables, and its tokens (messages: content plus overhead)."""
+    if llm.metadata.is_chat_model:
+        messages = llm._get_messages(template, **variables)
+        contents = [str(m.content or "") for m in messages]
+        return ("\n".join(f"{m.role.value}: {c}" for m, c in zip(messages, contents)),
+                sum(tok.count(c) + MESSAGE_OVERHEAD for c in contents))
+    text = llm._get_prompt(template, **variables)
+    return text, tok.count(text)
+
+
+def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget: int, *, query: str,
+                 instructions: str | None, evidence: list[EvidenceItem], history: list[Message] | None = None,
+                 options: dict[str, Any] | None = None, summarizer: Any = None) -> PromptBuild:
+    """Assemble the blocks so that the *sent* prompt (template, system prompt, messages) fits ``budget``."""
+    options = dict(options or {})
+    if "fill" in AssemblyOptions.model_fields:
+        # The app's retriever and postprocessors chose these nodes (similarity_top_k, a budget): fill the
+        # window with them, as LlamaIndex's own synthesizers send them all, unless told otherwise.
+        options.setdefault("fill", "budget")
+    opts = AssemblyOptions(**{k: v for k, v in options.items() if k in AssemblyOptions.model_fields and
+                              k != "tokenizer"})
+    helpers: dict[str, Any] = {}
+    if history and options.get("summarize_history", True):
+        helpers["history_summarizer"] = summarizer
+    if options.get("redact"):
+        from contextkit.compressors.redact import PIIRedactor
+
+        helpers["redactor"] = PIIRedactor()
+    empty = {v: "" for v in TEMPLATE_VARS}
+    extra = _sent(template, llm, tok, empty)[1]
+    sections = _sections(instructions, query, evidence, history, options)
+    for attempt in range(8):
+        if budget - extra <= 0:
+            break
+        result = assemble(sections, budget - extra, options=opts, tokenizer=tok, **helpers)
+        blocks = {s.name: result.prompt[s.start:s.end] for s in result.report.sections}
+        variables = {v: blocks.get(v, "") for v in BLOCK_VARS}
+        variables["evidence"] = _with_attributes(variables["evidence"], evidence, opts.format, opts.item_tag)
+        variables["context_str"] = variables["evidence"] + variables["history"]
+        variables["query_str"] = query
+        sent, tokens = _sent(template, llm, tok, variables)
+        if tokens <= budget:
+            return PromptBuild(variables, sent, tokens, budget, result)
+        # The template, system prompt and attributes took more: assemble smaller, by more each time (the
+        # assembler cuts at sentence ends, so a step of a few tokens may change nothing).
+        extra += (tokens - budget) * 2 ** attempt
+    raise BudgetError(f"the prompt template, system prompt and instructions leave no room for evidence in "
+                      f"{budget} tokens; shorten them or use an LLM with a larger context_window")

@@ -1,0 +1,77 @@
+"""``ContextKitVectorStore``: a contextkit index folder under ``VectorStoreIndex`` and ``StorageContext``."""
+
+from __future__ import annotations
+
+import pytest
+from fakes import ScriptedLLM
+
+pytest.importorskip("llama_index.core")
+
+from llama_index.core import Document, StorageContext, VectorStoreIndex  # noqa: E402
+from llama_index.core.vector_stores.types import (  # noqa: E402
+    ExactMatchFilter,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
+)
+
+from contextkit.errors import ContextkitError  # noqa: E402
+from contextkit.index import Index  # noqa: E402
+from contextkit.integrations.llamaindex.node_parser import ContextKitNodeParser  # noqa: E402
+from contextkit.integrations.llamaindex.vector_store import ContextKitVectorStore  # noqa: E402
+
+DOCS = [
+    Document(text="FAISS keeps dense vectors. An IndexIDMap2 keeps the caller's ids so vectors can be removed.",
+             id_="faiss", metadata={"topic": "vectors"}),
+    Document(text="BM25 ranks documents by term frequency and inverse document frequency.", id_="bm25",
+             metadata={"topic": "keywords"}),
+    Document(text="Knead the dough for ten minutes, then let it rise until doubled in size.", id_="bread",
+             metadata={"topic": "cooking"}),
+]
+
+
+@pytest.fixture()
+def store_index(tmp_path, li_embedding_session):
+    store = ContextKitVectorStore(tmp_path / "li.ck-index")
+    context = StorageContext.from_defaults(vector_store=store)
+    index = VectorStoreIndex.from_documents(DOCS, storage_context=context, embed_model=li_embedding_session,
+                                            transformations=[ContextKitNodeParser(chunk_size=64, chunk_overlap=0)])
+    yield store, index
+    store.close()
+
+
+class TestContextKitVectorStore:
+    def test_from_documents_then_query(self, store_index, tmp_path):
+        store, index = store_index
+        hits = index.as_retriever(similarity_top_k=2).retrieve("How are vector ids kept?")
+        assert hits[0].node.ref_doc_id == "faiss" and "IndexIDMap2" in hits[0].node.text
+        assert hits[0].node.metadata["topic"] == "vectors"
+        with Index.open(tmp_path / "li.ck-index", read_only=True) as ck:  # a real contextkit folder
+            assert sorted(ck.documents()) == ["bm25", "bread", "faiss"]
+
+    def test_from_vector_store_reopens_the_folder(self, store_index, tmp_path, li_embedding_session):
+        store, _ = store_index
+        store.close()
+        again = VectorStoreIndex.from_vector_store(ContextKitVectorStore(tmp_path / "li.ck-index"),
+                                                   embed_model=li_embedding_session)
+        answer = again.as_query_engine(llm=ScriptedLLM(), similarity_top_k=1).query("How long to knead dough?")
+        assert answer.source_nodes[0].node.ref_doc_id == "bread"
+        again.vector_store.close()
+
+    def test_metadata_filters_and_delete(self, store_index):
+        store, index = store_index
+        only = MetadataFilters(filters=[ExactMatchFilter(key="topic", value="cooking")])
+        hits = index.as_retriever(similarity_top_k=3, filters=only).retrieve("How are vector ids kept?")
+        assert [h.node.ref_doc_id for h in hits] == ["bread"]
+        index.delete_ref_doc("faiss")
+        hits = index.as_retriever(similarity_top_k=3).retrieve("How are vector ids kept?")
+        assert "faiss" not in {h.node.ref_doc_id for h in hits}
+        with pytest.raises(ContextkitError):
+            ranged = MetadataFilters(filters=[MetadataFilter(key="topic", value="a", operator=FilterOperator.GT)])
+            index.as_retriever(filters=ranged).retrieve("anything")
+
+    def test_hybrid_mode(self, store_index):
+        store, index = store_index
+        hits = index.as_retriever(similarity_top_k=2, vector_store_query_mode="hybrid").retrieve(
+            "inverse document frequency")
+        assert hits[0].node.ref_doc_id == "bm25"
