@@ -23,12 +23,23 @@ over all of them. The "<=512" column, computed outside the clock, is the share o
 a method's chunks whose ``len(enc.encode_ordinary(text))`` is at most 512 (">512":
 how many are not): whether the token bound really held.
 
+"One text" (the issue-22 figure): the corpus joined into one 13.9 MB text, chunked
+in this process by every method above plus semantic-text-splitter, and contextkit with
+``TokenChunker(workers=1)`` and ``workers=N`` (threads: the text is cut at provable
+restart boundaries and the segments encoded at once, see
+``contextkit/chunking/_parallel.py``; the chunks are checked identical to one
+thread's). Then "whole process": each method as ``python bench/_chunk_peers.py
+METHOD FILE``, interpreter start and imports in the time. Goals there: ``workers=2`` at
+least 1.7x one bare tiktoken pass (bar 1.3x) in process, and the whole process at least
+8x LlamaIndex's SentenceSplitter.
+
 Goals: contextkit is token-exact (<=512 share 100%), at least as fast as every
 peer and as LlamaIndex's SentenceSplitter, within a small factor of the bare
 tiktoken pass, and ``workers=2`` beats one process on the 3x corpus.
 
 Run: ``python bench/bench_chunking.py`` (add ``--limit 100 --repeats 1`` for a
-quick run, ``--json out.json`` to keep the numbers).
+quick run, ``--section one-text`` for the one-text figures alone, ``--json out.json``
+to keep the numbers). Peers come from the ``bench`` extra plus ``semantic-text-splitter``.
 """
 
 from __future__ import annotations
@@ -37,10 +48,17 @@ import argparse
 import gc
 import json
 import math
+import os
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _chunk_peers import OVERLAP, SIZE, Factory, contextkit, peers
 
 from contextkit.chunking import TokenChunker
 from contextkit.records import Document
@@ -48,10 +66,7 @@ from contextkit.tokenizers import TiktokenTokenizer
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PEPS = DATA / "python_peps" / "peps"
-SIZE, OVERLAP = 512, 64
-
-ChunkFn = Callable[[str], list[Any]]  # one document's text -> its chunks (str or objects with .text)
-Factory = Callable[[], ChunkFn]  # builds a fresh chunker; called outside the clock
+RUNNER = Path(__file__).resolve().parent / "_chunk_peers.py"
 
 
 def load_corpus(limit: int | None) -> list[tuple[str, str]]:
@@ -62,57 +77,9 @@ def load_corpus(limit: int | None) -> list[tuple[str, str]]:
 
 
 def methods(enc: Any) -> dict[str, Factory]:
-    """Every method to time; peers that fail to import are reported and skipped."""
-    found: dict[str, Factory] = {
-        "tiktoken encode_ordinary": lambda: enc.encode_ordinary,
-        "tiktoken encode(disallowed=())": lambda: lambda t: enc.encode(t, disallowed_special=()),
-    }
-
-    def contextkit() -> ChunkFn:
-        chunker = TokenChunker(SIZE, OVERLAP)
-        return lambda t: chunker.chunk(Document(id="doc", text=t))
-
-    found["contextkit TokenChunker"] = contextkit
-    try:
-        import chonkie
-    except ImportError as exc:
-        print(f"skipped chonkie: {exc}")
-    else:
-        found["chonkie TokenChunker"] = lambda: chonkie.TokenChunker(
-            tokenizer=enc, chunk_size=SIZE, chunk_overlap=OVERLAP).chunk
-        found["chonkie SentenceChunker"] = lambda: chonkie.SentenceChunker(
-            tokenizer=enc, chunk_size=SIZE, chunk_overlap=OVERLAP).chunk
-    try:
-        import semchunk
-    except ImportError as exc:
-        print(f"skipped semchunk: {exc}")
-    else:
-        def semchunker() -> ChunkFn:
-            chunker = semchunk.chunkerify(enc, SIZE)
-            return lambda t: chunker(t, overlap=OVERLAP)  # an int >= 1 is a token count, not a ratio
-
-        found["semchunk"] = semchunker
-    try:
-        from langchain_text_splitters import RecursiveCharacterTextSplitter
-    except ImportError as exc:
-        print(f"skipped langchain: {exc}")
-    else:
-        # from_tiktoken_encoder() calls tiktoken.get_encoding(name), which downloads. This
-        # length function is exactly what it builds (TextSplitter._tiktoken_length_function,
-        # langchain-text-splitters 1.1): enc.encode with allowed_special=set() and
-        # disallowed_special="all". Counts equal len(enc.encode_ordinary(s)) on text without
-        # special tokens; the "all" check adds one regex scan per call, as in LangChain itself.
-        found["langchain Recursive(tiktoken)"] = lambda: RecursiveCharacterTextSplitter(
-            chunk_size=SIZE, chunk_overlap=OVERLAP,
-            length_function=lambda s: len(enc.encode(s, allowed_special=set(), disallowed_special="all")),
-        ).split_text
-    try:
-        from llama_index.core.node_parser import SentenceSplitter
-    except ImportError as exc:
-        print(f"skipped llama-index: {exc}")
-    else:
-        found["llamaindex SentenceSplitter"] = lambda: SentenceSplitter(
-            chunk_size=SIZE, chunk_overlap=OVERLAP, tokenizer=enc.encode).split_text
+    """Every method to time, per document: the peers of ``_chunk_peers`` and contextkit on one thread."""
+    found = peers(enc)
+    found["contextkit TokenChunker"] = contextkit(1)
     return found
 
 
@@ -126,21 +93,110 @@ def texts_of(chunks: list[Any]) -> list[str]:
     return [c if isinstance(c, str) else c.text for c in chunks]
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--limit", type=int, default=None, help="first N PEP files only")
-    ap.add_argument("--repeats", type=int, default=3, help="best of N (default 3)")
-    ap.add_argument("--workers", type=int, default=2, help="processes for chunk_many (default 2)")
-    ap.add_argument("--json", type=Path, default=None, help="write the results here")
-    args = ap.parse_args()
+def best_of(found: dict[str, Factory], texts: list[str], repeats: int) -> tuple[dict[str, float], dict[str, Any]]:
+    """Best wall seconds per method over ``repeats`` round-robin passes, and the last pass's chunks."""
+    for factory in found.values():
+        factory()(texts[0][:20000])  # first-call costs (lazy imports, nltk data) stay off the clock
+    best: dict[str, float] = dict.fromkeys(found, float("inf"))
+    last: dict[str, Any] = {}
+    for rep in range(repeats):
+        print(f"  repeat {rep + 1}/{repeats}: {', '.join(found)}", flush=True)
+        for name, factory in found.items():
+            fn = factory()  # a fresh chunker, off the clock
+            gc.collect()  # start each pass from the same small heap
+            t0 = time.perf_counter()
+            out = [fn(t) for t in texts]
+            best[name] = min(best[name], time.perf_counter() - t0)
+            last[name] = out if rep == repeats - 1 else None
+            del out
+    return best, last
 
-    enc = TiktokenTokenizer("cl100k_base").encoding  # a real tiktoken.Encoding, loaded offline
-    corpus = load_corpus(args.limit)
-    texts = [t for _, t in corpus]
-    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
-    print(f"corpus: {len(texts)} PEP files, {mb:.2f} MB; cl100k_base, chunk_size {SIZE}, overlap {OVERLAP}; "
-          f"best of {args.repeats}; single thread, one document at a time")
 
+def one_text(enc: Any, texts: list[str], repeats: int, workers: int) -> dict[str, dict[str, Any]]:
+    """The corpus as one text, in this process: contextkit on 1 and ``workers`` threads against every peer."""
+    text = "\n\n".join(texts)
+    mb = len(text.encode("utf-8")) / 1e6
+    print(f"\none text: the corpus joined, {mb:.2f} MB, in this process")
+    found = peers(enc)
+    found["contextkit TokenChunker w=1"] = contextkit(1)
+    found[f"contextkit TokenChunker w={workers}"] = contextkit(workers)
+    best, last = best_of(found, [text], repeats)
+    rows = {name: {"mb_s": mb / best[name], "seconds": best[name]} for name in found}
+    single = [(c.start, c.end) for c in last["contextkit TokenChunker w=1"][0]]
+    rows[f"contextkit TokenChunker w={workers}"]["same_as_w1"] = (
+        [(c.start, c.end) for c in last[f"contextkit TokenChunker w={workers}"][0]] == single)
+    for name, out in last.items():
+        if not name.startswith("tiktoken") and out is not None:
+            rows[name].update(bound_stats([len(enc.encode_ordinary(s)) for s in texts_of(out[0])]))
+    return rows
+
+
+def whole_process(texts: list[str], repeats: int, workers: int, names: list[str]) -> dict[str, dict[str, Any]]:
+    """Wall time of ``python bench/_chunk_peers.py METHOD FILE``: interpreter, imports and one text."""
+    text = "\n\n".join(texts)
+    mb = len(text.encode("utf-8")) / 1e6
+    print(f"\nwhole process: the same text from a file, interpreter start and imports in the time ({mb:.2f} MB)")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+    runs = [(name, 1) for name in names] + [("contextkit TokenChunker", workers)]
+    best = {run: float("inf") for run in runs}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "corpus.txt"
+        path.write_text(text, encoding="utf-8")
+        for rep in range(repeats):
+            print(f"  repeat {rep + 1}/{repeats}", flush=True)
+            for name, w in runs:
+                t0 = time.perf_counter()
+                done = subprocess.run([sys.executable, str(RUNNER), name, str(path), str(w)], env=env,
+                                      capture_output=True, text=True, check=False)
+                elapsed = time.perf_counter() - t0
+                if done.returncode != 0:
+                    print(f"  {name} failed: {done.stderr.strip().splitlines()[-1:]}")
+                    continue
+                best[(name, w)] = min(best[(name, w)], elapsed)
+    return {(f"{name} w={w}" if name.startswith("contextkit") else name): {"mb_s": mb / t, "seconds": t}
+            for (name, w), t in best.items() if t < float("inf")}
+
+
+def print_rows(rows: dict[str, dict[str, Any]], reference: str) -> None:
+    ref = rows[reference]["mb_s"]
+    print(f"\n{'method':38} {'MB/s':>6} {'best s':>7} {'chunks':>6} {'max tok':>7} {'>512':>5} {'<=512':>8} "
+          f"{'this/ref':>8}")
+    for name, r in rows.items():
+        # floored, so 100.00% means every chunk held the bound
+        bound = f"{math.floor(10000 * r['within_bound']) / 100:.2f}%" if "within_bound" in r else "-"
+        print(f"{name:38} {r['mb_s']:6.2f} {r['seconds']:7.3f} {r.get('chunks', '-'):>6} "
+              f"{r.get('max_tokens', '-'):>7} {r.get('over_bound', '-'):>5} {bound:>8} {r['mb_s'] / ref:7.2f}x")
+    print(f"(this/ref: MB/s over {reference}'s)")
+
+
+def one_text_section(enc: Any, texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    w = args.workers
+    rows = one_text(enc, texts, args.repeats, w)
+    print_rows(rows, "tiktoken encode_ordinary")
+    bare = rows["tiktoken encode_ordinary"]["mb_s"]
+    ratios = {f"contextkit w={n} / bare tiktoken pass": rows[f"contextkit TokenChunker w={n}"]["mb_s"] / bare
+              for n in (1, w)}
+    ratios[f"contextkit w={w} / w=1"] = (rows[f"contextkit TokenChunker w={w}"]["mb_s"]
+                                        / rows["contextkit TokenChunker w=1"]["mb_s"])
+    for name in rows:
+        if not name.startswith(("contextkit", "tiktoken")):
+            ratios[f"contextkit w={w} / {name}"] = rows[f"contextkit TokenChunker w={w}"]["mb_s"] / rows[name]["mb_s"]
+    procs = whole_process(texts, args.repeats, w, ["tiktoken encode_ordinary", "contextkit TokenChunker",
+                                                   *[n for n in rows if not n.startswith(("contextkit", "tiktoken"))]])
+    if "llamaindex SentenceSplitter" in procs:
+        print_rows(procs, "llamaindex SentenceSplitter")
+        for n in (1, w):
+            ratios[f"whole process: contextkit w={n} / llamaindex SentenceSplitter"] = (
+                procs[f"contextkit TokenChunker w={n}"]["mb_s"] / procs["llamaindex SentenceSplitter"]["mb_s"])
+    print("\nratios, one text (MB/s over MB/s; > 1 means the left side is faster):")
+    for name, value in ratios.items():
+        print(f"  {name:64} {value:6.2f}")
+    print(f"  chunks of w={w} identical to w=1: {rows[f'contextkit TokenChunker w={w}']['same_as_w1']}")
+    return {"in_process": rows, "whole_process": procs, "ratios": ratios}
+
+
+def per_document(enc: Any, texts: list[str], mb: float, args: argparse.Namespace) -> dict[str, Any]:
+    """Each PEP on its own: every method on one thread, then contextkit's chunk_many over processes."""
     # Round-robin: each repeat times every method once, so a burst of load from another
     # process hits all methods alike instead of one method's every repeat.
     found = methods(enc)
@@ -206,9 +262,36 @@ def main() -> None:
     print("  chunk_many output identical to chunk(): "
           + ", ".join(f"{name.split('chunk_many ')[1]} {r['same_as_single']}" for name, r in parallel.items()))
 
+    return {"methods": rows, "ratios": ratios}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--limit", type=int, default=None, help="first N PEP files only")
+    ap.add_argument("--repeats", type=int, default=3, help="best of N (default 3)")
+    ap.add_argument("--workers", type=int, default=2,
+                    help="threads for one text, processes for chunk_many (default 2)")
+    ap.add_argument("--section", choices=["documents", "one-text", "all"], default="all",
+                    help="documents one at a time, the corpus as one text (in process and whole process), or both")
+    ap.add_argument("--json", type=Path, default=None, help="write the results here")
+    args = ap.parse_args()
+
+    enc = TiktokenTokenizer("cl100k_base").encoding  # a real tiktoken.Encoding, loaded offline
+    corpus = load_corpus(args.limit)
+    texts = [t for _, t in corpus]
+    mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
+    print(f"corpus: {len(texts)} PEP files, {mb:.2f} MB; cl100k_base, chunk_size {SIZE}, overlap {OVERLAP}; "
+          f"best of {args.repeats}; single thread, one document at a time")
+
+    result: dict[str, Any] = {}
+    if args.section in ("documents", "all"):
+        result["documents"] = per_document(enc, texts, mb, args)
+    if args.section in ("one-text", "all"):
+        result["one_text"] = one_text_section(enc, texts, args)
+
     if args.json:
-        result = {"corpus": {"files": len(texts), "mb": mb, "limit": args.limit}, "repeats": args.repeats,
-                  "chunk_size": SIZE, "chunk_overlap": OVERLAP, "methods": rows, "ratios": ratios}
+        result.update(corpus={"files": len(texts), "mb": mb, "limit": args.limit}, repeats=args.repeats,
+                      chunk_size=SIZE, chunk_overlap=OVERLAP)
         args.json.write_text(json.dumps(result, indent=2))
         print(f"\nwrote {args.json}")
 

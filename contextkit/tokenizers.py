@@ -70,9 +70,19 @@ class Tokenizer(ABC):
         an emoji) reports -1: no cut may fall there.
         """
 
+    def token_ends(self, text: str) -> np.ndarray:
+        """The ends of :meth:`encode_with_offsets` alone (one per token), which a tokenizer may find
+        without building a list of ids: all the chunker needs."""
+        return self.encode_with_offsets(text)[1]
+
     def stable_mask(self, text: str, code_points: np.ndarray | None = None) -> np.ndarray | None:
         """``mask[p]`` for ``p`` in ``0..len(text)``: see :meth:`stable_boundaries`."""
         return None
+
+    def stable_at(self, text: str, positions: np.ndarray, code_points: np.ndarray | None = None) -> np.ndarray | None:
+        """``stable_mask(text)[positions]``, which a tokenizer may compute without the whole mask."""
+        mask = self.stable_mask(text, code_points)
+        return None if mask is None else mask[positions]
 
     def stable_boundaries(self, text: str, code_points: np.ndarray | None = None) -> np.ndarray | None:
         """Character positions where a cut never changes the tokenization.
@@ -147,7 +157,7 @@ def _load_encoding(name: str):
     that only reads local files; no module state is patched.
     """
     import tiktoken
-    import tiktoken_ext.openai_public as openai_public
+    from tiktoken_ext import openai_public
 
     constructor = getattr(openai_public, name, None)
     if constructor is None or not callable(constructor) or name.startswith("_"):
@@ -226,6 +236,23 @@ def _stable_mask(cp):
     return mask
 
 
+def _stable_at(cp, positions):
+    """:func:`_stable_mask` at the given positions only (``0..len``): the chunker needs it at
+    token ends, a fifth of the characters, so it looks at two code points per position."""
+    import numpy as np
+
+    n = len(cp)
+    pos = np.asarray(positions, dtype=np.int64)
+    out = np.zeros(len(pos), dtype=bool)
+    inner = (pos > 0) & (pos < n)
+    p = pos[inner]
+    before, here = cp[p - 1], cp[p]
+    table = _whitespace_table()
+    ws_before, ws_here = table[before], table[here]
+    out[inner] = ((here == 0x20) & ~ws_before) | ((before == 0x0A) & ~ws_here & (here != 0x2F))
+    return out
+
+
 class TiktokenTokenizer(Tokenizer):
     """A tiktoken encoding (``cl100k_base`` by default), loaded offline."""
 
@@ -274,24 +301,41 @@ class TiktokenTokenizer(Tokenizer):
         return self._enc.decode(list(ids))
 
     def encode_with_offsets(self, text: str):
+        ids = self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+        return ids.tolist(), self._ends(text, ids)
+
+    def token_ends(self, text: str):
+        return self._ends(text, self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=()))
+
+    def _ends(self, text: str, ids):
+        """The character offset where each token ends, from the token byte lengths.
+
+        Character offsets come from byte offsets by subtracting the UTF-8 continuation
+        bytes before each token end: a search in the (usually sparse) positions of those
+        bytes, not a running count over every byte of the text.
+        """
         import numpy as np
 
-        ids = self._enc.encode_ordinary(text)
-        byte_ends = np.cumsum(_token_byte_lengths(self.name)[np.asarray(ids, dtype=np.int64)])
+        byte_ends = np.cumsum(_token_byte_lengths(self.name)[ids])
         if text.isascii():
-            return ids, byte_ends
+            return byte_ends
         raw = np.frombuffer(text.encode("utf-8", "surrogatepass"), dtype=np.uint8)
-        starts = (raw & 0xC0) != 0x80  # first byte of a character
-        char_before = np.concatenate(([0], np.cumsum(starts)))  # chars started before byte i
-        at_char = np.append(starts, True)  # byte offset i is a character boundary
-        ends = char_before[byte_ends]
-        ends[~at_char[byte_ends]] = -1
-        return ids, ends
+        continuation = np.flatnonzero((raw & 0xC0) == 0x80)
+        ends = byte_ends - np.searchsorted(continuation, byte_ends)
+        inside = byte_ends < len(raw)
+        inside[inside] = (raw[byte_ends[inside]] & 0xC0) == 0x80  # the next byte continues a character
+        ends[inside] = -1
+        return ends
 
     def stable_mask(self, text: str, code_points=None):
         if self.name not in _STABLE_ENCODINGS:
             return None
         return _stable_mask(_code_points(text) if code_points is None else code_points)
+
+    def stable_at(self, text: str, positions, code_points=None):
+        if self.name not in _STABLE_ENCODINGS:
+            return None
+        return _stable_at(_code_points(text) if code_points is None else code_points, positions)
 
 
 # ------------------------------------------------------------------- Hugging Face

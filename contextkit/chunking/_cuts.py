@@ -32,8 +32,8 @@ def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
     valid = ends >= 0
     pos = np.concatenate(([0], ends[valid]))
     tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
-    mask = tokenizer.stable_mask(text, cp)
-    stable = np.zeros(len(pos), dtype=bool) if mask is None else mask[pos]
+    at = tokenizer.stable_at(text, pos, cp)
+    stable = np.zeros(len(pos), dtype=bool) if at is None else at
     stable[0] = True
     stable[pos == len(text)] = True
     # Stable cuts rank 2..5 by boundary level; an unstable cut still prefers a
@@ -56,22 +56,42 @@ def _tables():
 
 
 def _levels(cp, pos):
-    """Boundary level of each cut position (paragraph > sentence > line > word)."""
+    """Boundary level of each cut position (paragraph > sentence > line > word).
+
+    Most cuts are between words: the three characters before a cut and the one after
+    it are looked at only where the character before is a newline or ends a sentence.
+    """
     import numpy as np
 
     sentence_end, closer = _tables()
-    padded = np.zeros(len(cp) + 4, dtype=np.uint32)  # three zeros before, one after
-    padded[3 : 3 + len(cp)] = cp
-    prev1, prev2, prev3, here = padded[pos + 2], padded[pos + 1], padded[pos], padded[pos + 3]
-    bmp1, bmp2 = np.minimum(prev1, 0xFFFF), np.minimum(prev2, 0xFFFF)
-    newline = prev1 == 0x0A
-    paragraph = newline & ((prev2 == 0x0A) | ((prev2 == 0x0D) & (prev3 == 0x0A)))
-    ends = sentence_end[bmp1] | (closer[bmp1] & sentence_end[bmp2])
-    sentence = ends & ((here == 0x20) | (here == 0x0A) | (prev1 >= 0x3000))
     level = np.full(len(pos), WORD, dtype=np.int8)
-    level[newline] = LINE
-    level[sentence] = SENTENCE
-    level[paragraph] = PARAGRAPH
+    n = len(cp)
+    if n == 0 or len(pos) == 0:
+        return level
+    prev1 = np.where(pos > 0, cp[np.maximum(pos - 1, 0)], 0)
+    bmp1 = np.minimum(prev1, 0xFFFF)
+    newline = prev1 == 0x0A
+    maybe = np.flatnonzero(newline | sentence_end[bmp1] | closer[bmp1])
+    if len(maybe) == 0:
+        return level
+    at = pos[maybe]
+
+    def char(offset: int):
+        where = at + offset
+        ok = (where >= 0) & (where < n)
+        return np.where(ok, cp[np.clip(where, 0, n - 1)], 0)
+
+    p1, p2, p3, here = prev1[maybe], char(-2), char(-3), char(0)
+    b1, b2 = np.minimum(p1, 0xFFFF), np.minimum(p2, 0xFFFF)
+    nl = p1 == 0x0A
+    paragraph = nl & ((p2 == 0x0A) | ((p2 == 0x0D) & (p3 == 0x0A)))
+    ends = sentence_end[b1] | (closer[b1] & sentence_end[b2])
+    sentence = ends & ((here == 0x20) | (here == 0x0A) | (p1 >= 0x3000))
+    sub = np.full(len(maybe), WORD, dtype=np.int8)
+    sub[nl] = LINE
+    sub[sentence] = SENTENCE
+    sub[paragraph] = PARAGRAPH
+    level[maybe] = sub
     return level
 
 
@@ -90,7 +110,6 @@ def _walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill, 
     (every decision looks at most ``budget`` tokens ahead). Returns None when the
     text is done. Whitespace-only spans are yielded; the caller drops them.
     """
-    import numpy as np
 
     last = len(pos) - 1
     min_gain = max(1, int(budget * min_fill))
@@ -102,16 +121,14 @@ def _walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill, 
         if rest <= budget and stable[s]:
             yield int(pos[s]), len(text), rest
             return None
-        hi = int(np.searchsorted(tix, s_tok + budget, "right")) - 1
+        hi = int(tix.searchsorted(s_tok + budget, "right")) - 1
         hi = max(min(hi, last), s + 1)
-        lo = max(int(np.searchsorted(tix, s_tok + min_gain, "left")), s + 1)
+        lo = max(int(tix.searchsorted(s_tok + min_gain, "left")), s + 1)
         window = level[lo : hi + 1] if lo <= hi else level[s + 1 : hi + 1]
         base = lo if lo <= hi else s + 1
-        if window.max() < 1.0 and lo > s + 1:  # no stable cut in the preferred zone: any stable cut
-            stable_idx = np.flatnonzero(stable[s + 1 : hi + 1])
-            if len(stable_idx):
-                window, base = level[s + 1 : hi + 1], s + 1
-        e = base + int(len(window) - 1 - np.argmax(window[::-1]))
+        if window.max() < 1.0 and lo > s + 1 and stable[s + 1 : hi + 1].any():
+            window, base = level[s + 1 : hi + 1], s + 1  # no stable cut in the preferred zone: any stable cut
+        e = base + int(len(window) - 1 - window[::-1].argmax())
         e, count = _fit(tok, text, pos, tix, stable, s, e, budget)
         yield int(pos[s]), int(pos[e]), count
         if e >= last or int(pos[e]) >= len(text):
@@ -136,15 +153,14 @@ def _fit(tok, text, pos, tix, stable, s, e, budget) -> tuple[int, int]:
 
 def _next_start(tok, text, pos, tix, level, stable, s, e, overlap) -> int:
     """Where the next chunk starts: as far back as ``overlap`` allows, at the best boundary."""
-    import numpy as np
 
     if overlap <= 0:
         return e
-    lo = max(int(np.searchsorted(tix, tix[e] - overlap, "left")), s + 1)
+    lo = max(int(tix.searchsorted(tix[e] - overlap, "left")), s + 1)
     if lo >= e:
         return e
     window = level[lo:e]
-    k = lo + int(np.argmax(window))  # earliest cut of the best level: the largest overlap
+    k = lo + int(window.argmax())  # earliest cut of the best level: the largest overlap
     while k < e:
         if stable[k] and stable[e]:
             return k

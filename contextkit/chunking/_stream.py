@@ -44,10 +44,10 @@ def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: in
                 want *= 2
                 continue
         window = raw[:w_end]
-        ids, ends = tok.encode_with_offsets(window)
+        ends = tok.token_ends(window)
         pos, tix, level, stable = _window_candidates(tok, window, ends, before, raw[w_end : w_end + 1])
         s = int(np.searchsorted(pos, s_at))
-        walk = _walk(tok, window, pos, tix, level, stable, len(ids), budget, overlap, min_fill, s, complete=eof)
+        walk = _walk(tok, window, pos, tix, level, stable, len(ends), budget, overlap, min_fill, s, complete=eof)
         moved = False
         while True:
             try:
@@ -92,7 +92,7 @@ def _window_candidates(tok: Tokenizer, window: str, ends, before: str, after: st
     valid = ends >= 0
     pos = np.concatenate(([0], ends[valid]))
     tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
-    stable = tok.stable_mask(window, cp)[pos]
+    stable = tok.stable_at(window, pos, cp)
     stable[0] = True
     stable[pos == len(window)] = True
     lv = _levels(_code_points(before + window + after), pos + len(before))

@@ -36,7 +36,7 @@ class Chunker(ABC):
     def _settings(self) -> dict[str, Any]:
         """The constructor arguments that rebuild this chunker (JSON values only)."""
 
-    def chunk_many(self, documents: Iterable[Document], workers: int = 1) -> list[list[Chunk]]:
+    def chunk_many(self, documents: Iterable[Document], workers: int | None = None) -> list[list[Chunk]]:
         """The chunks of each document, in order. ``workers`` is a hint: this default runs serially."""
         return [self.chunk(doc) for doc in documents]
 

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contextkit.chunking._cuts import _candidates, _greedy, _stable_junction
+from contextkit.chunking._parallel import split_parallel
 from contextkit.chunking._stream import stream_spans
 from contextkit.chunking.base import Chunker
 from contextkit.errors import (
@@ -68,6 +69,9 @@ class TokenChunker(Chunker):
     """Split documents into chunks of at most ``chunk_size`` tokens.
 
     Constructor values are defaults; :meth:`chunk` may override the header.
+    ``workers`` is how many threads cut one long text (a megabyte or more, with a
+    tiktoken encoding) and the default for :meth:`chunk_many`'s processes; the chunks
+    are exactly those of one worker, so it is not a setting an index records.
     :meth:`to_dict` is ``{"type": "TokenChunker", **ChunkerConfig}`` (an index records
     the :class:`ChunkerConfig` alone); a callable header cannot travel in it.
     """
@@ -79,6 +83,7 @@ class TokenChunker(Chunker):
         tokenizer: str | Tokenizer = "cl100k_base",
         header: str | Callable[[Document], str] | None = None,
         min_fill: float = 0.5,
+        workers: int = 1,
     ) -> None:
         tok_name = tokenizer if isinstance(tokenizer, str) else tokenizer.name
         self.config = ChunkerConfig(
@@ -89,6 +94,9 @@ class TokenChunker(Chunker):
             min_fill=min_fill,
         )
         self._header_fn = header if callable(header) else None
+        if workers < 1:
+            raise InvalidArgumentError(f"workers must be at least 1, not {workers}")
+        self.workers = workers  # threads for one long text (exact: see contextkit.chunking._parallel)
         self.tokenizer = get_tokenizer(tokenizer)
         self._pool: ProcessPoolExecutor | None = None
         self._pool_size = 0
@@ -164,8 +172,8 @@ class TokenChunker(Chunker):
             for ordinal, (start, end, tokens, total) in enumerate(plan)
         ]
 
-    def chunk_many(self, documents: Iterable[Document], workers: int = 1) -> list[list[Chunk]]:
-        """Chunk many documents, in ``workers`` processes when ``workers > 1``.
+    def chunk_many(self, documents: Iterable[Document], workers: int | None = None) -> list[list[Chunk]]:
+        """Chunk many documents, in ``workers`` processes (default: the chunker's ``workers``) when above 1.
 
         Processes, not threads: the chunker's Python and NumPy steps hold the GIL.
         Workers are spawned (never forked, which is unsafe once torch has started
@@ -173,6 +181,7 @@ class TokenChunker(Chunker):
         kept for later calls until :meth:`close`. Output equals the serial output.
         """
         docs = list(documents)
+        workers = self.workers if workers is None else workers
         if workers <= 1 or len(docs) < 2 or self._header_fn is not None:
             return [self.chunk(d) for d in docs]
         pool = self._get_pool(workers)
@@ -268,8 +277,12 @@ class TokenChunker(Chunker):
         overlap = self.chunk_overlap if overlap is None else overlap
         if not text or text.isspace():
             return []
-        ids, ends = self.tokenizer.encode_with_offsets(text)
-        n_tok = len(ids)
+        if self.workers > 1:
+            spans = split_parallel(self.tokenizer, text, budget, overlap, self.config.min_fill, self.workers)
+            if spans is not None:
+                return spans
+        ends = self.tokenizer.token_ends(text)
+        n_tok = len(ends)
         if n_tok <= budget:
             return [(0, len(text), n_tok)]
         cp = _code_points(text)
