@@ -8,15 +8,25 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
+#: Notebooks not yet stored with outputs (their owners store them with their next change; then remove them here).
+STRIPPED = frozenset({"04_llamaindex.ipynb"})
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 class TestNotebook:
-    def test_outputs_are_stripped_in_git(self, path):
+    def test_outputs_are_stored_from_one_run(self, path):
+        """A reader on GitHub sees the results without running anything (issue 18); the counts
+        1, 2, 3... show the outputs come from one run, top to bottom, and `test_runs` checks
+        the notebook still runs."""
         nbformat = pytest.importorskip("nbformat")
         nb = nbformat.read(path, as_version=4)
         code = [c for c in nb.cells if c.cell_type == "code"]
-        assert code and all(not c.outputs and c.execution_count is None for c in code)
+        if path.name in STRIPPED:
+            pytest.skip(f"{path.name}: outputs not stored yet (its owner stores them)")
+        assert code and [c.execution_count for c in code] == list(range(1, len(code) + 1))
+        assert any(c.outputs for c in code)
+        errors = [o for c in code for o in c.outputs if o.get("output_type") == "error"]
+        assert not errors, f"{path.name} was stored with an error output"
 
     @pytest.mark.slow
     def test_runs(self, path, shared_data):

@@ -9,7 +9,7 @@
 """
 
 from contextkit.chunking.base import Chunker
-from contextkit.chunking.token import ChunkerConfig, TokenChunker
+from contextkit.chunking.token import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, ChunkerConfig, TokenChunker
 from contextkit.errors import ChunkTooSmallError, HeaderTooLargeError
 
-__all__ = ["ChunkTooSmallError", "Chunker", "ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]
+__all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "ChunkTooSmallError", "Chunker", "ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]

@@ -25,6 +25,7 @@ from contextkit.chunking._cuts import _candidates, _greedy, _stable_junction
 from contextkit.chunking._parallel import split_parallel
 from contextkit.chunking._stream import stream_spans
 from contextkit.chunking.base import Chunker
+from contextkit.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE  # why these values: see there
 from contextkit.errors import (
     ChunkTooSmallError,
     HeaderTooLargeError,
@@ -33,9 +34,10 @@ from contextkit.errors import (
 from contextkit.records import Chunk, Document
 from contextkit.tokenizers import Tokenizer, _code_points, get_tokenizer
 
-__all__ = ["ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]
+__all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]
 
 log = logging.getLogger(__name__)
+
 
 
 class ChunkerConfig(BaseModel):
@@ -43,8 +45,8 @@ class ChunkerConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    chunk_size: int = Field(512, ge=1, description="maximum tokens per chunk, header included")
-    chunk_overlap: int = Field(64, ge=0, description="maximum tokens shared by consecutive chunks")
+    chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1, description="maximum tokens per chunk, header included")
+    chunk_overlap: int = Field(DEFAULT_CHUNK_OVERLAP, ge=0, description="maximum tokens shared by consecutive chunks")
     tokenizer: str = "cl100k_base"
     header: str | None = Field(
         None, description="template embedded above each chunk, e.g. '{title}\\n'; fields come from the document"
@@ -66,7 +68,8 @@ class _Fields(dict):
 
 
 class TokenChunker(Chunker):
-    """Split documents into chunks of at most ``chunk_size`` tokens.
+    """Split documents into chunks of at most ``chunk_size`` tokens (default
+    :data:`DEFAULT_CHUNK_SIZE`, chosen so a chunk fits the default embedding model's window).
 
     Constructor values are defaults; :meth:`chunk` may override the header.
     ``workers`` is how many threads cut one long text (a megabyte or more, with a
@@ -78,8 +81,8 @@ class TokenChunker(Chunker):
 
     def __init__(
         self,
-        chunk_size: int = 512,
-        chunk_overlap: int = 64,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
         tokenizer: str | Tokenizer = "cl100k_base",
         header: str | Callable[[Document], str] | None = None,
         min_fill: float = 0.5,

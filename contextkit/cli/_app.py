@@ -1,40 +1,130 @@
 """The one Typer app, the two consoles and the options every command group shares (a leaf).
 
 Tables and results go to ``out`` (stdout), progress and errors to ``err`` (stderr).
+
+Conventions every command follows, set here once:
+
+* ``--help`` is click's plain text (``rich_markup_mode=None``): help strings are never read as
+  rich markup, so ``'contextkit[ray]'`` and ``[default: 128]`` show as written, defaults are
+  shown, and the option names keep their column at 80 characters.
+* A usage error (a bad value, an unknown option, a missing argument) is one line on stderr and
+  exit code 2 (:class:`_Group`), never click's three-line usage block.
+* Text from elsewhere (file names, document text, index paths) goes through :func:`safe` before
+  it is printed: control characters (ANSI escapes, newlines, bells) are shown as ``\\x1b``, so a
+  file name cannot rewrite the terminal or forge a line of the report.
 """
 
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperGroup
 
 from contextkit.errors import ContextkitError
 
+#: click's base of usage errors, wherever this Typer keeps click (recent ones vendor it).
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class _Group(TyperGroup):
+    """The app's command group: usage errors as one line (``error: ... (see contextkit ingest --help)``), exit 2."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _ClickException as exc:
+            if not standalone_mode:
+                raise
+            if type(exc).__name__ == "NoArgsIsHelpError":  # `contextkit` alone: the help, as click shows it
+                typer.echo(exc.format_message())
+                sys.exit(exc.exit_code)
+            ctx = getattr(exc, "ctx", None)
+            where = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+            err.print(f"[bold red]error:[/] {_markup_safe(exc.format_message())}{_markup_safe(where)}", highlight=False)
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            err.print("[bold red]interrupted[/]: what was committed before is kept; run again to finish",
+                      highlight=False)
+            sys.exit(130)
+        if not standalone_mode:
+            return rv
+        sys.exit(rv if isinstance(rv, int) else 0)
+
+
 app = typer.Typer(
     name="contextkit",
+    cls=_Group,
     help="Context engineering for RAG: token-exact chunking, a persistent FAISS index, search.\n\n"
-    "Example: contextkit ingest docs/ --index my.ck-index && contextkit search 'how do I…' --index my.ck-index",
+    "Example: contextkit ingest docs/ --index my.ck-index && contextkit search 'how do I...' --index my.ck-index",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    context_settings={"max_content_width": 100},
 )
 out = Console()
 err = Console(stderr=True, soft_wrap=True)
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:  # the installed distribution's version (this module is a leaf: it imports no contextkit module)
+            number = version("contextkit")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree that was never installed
+            number = "unknown (not installed)"
+        out.print(f"contextkit {number}", markup=False, highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: Annotated[bool, typer.Option(
+        "--version", is_eager=True, callback=_show_version, help="print the version and exit")] = False) -> None:
+    """Context engineering for RAG: token-exact chunking, a persistent FAISS index, search."""
+
+
+def safe(text: object, keep_lines: bool = False) -> str:
+    """``text`` with every control or invisible formatting character shown as an escape (``\\x1b``,
+    ``\\n``, ``\\u202e``): what is printed of a file name or a document is what it is, on one line
+    (``keep_lines``: newlines and tabs kept, for a document's text)."""
+    value = str(text)
+    if value.isprintable():
+        return value
+    out_chars = []
+    for ch in value:
+        if ch.isprintable() or (keep_lines and ch in "\n\t"):
+            out_chars.append(ch)
+        elif ch in "\n\t\r":
+            out_chars.append({"\n": "\\n", "\t": "\\t", "\r": "\\r"}[ch])
+        else:
+            code = ord(ch)
+            out_chars.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
+    return "".join(out_chars)
+
+
+def _markup_safe(text: object) -> str:
+    from rich.markup import escape
+
+    return escape(safe(text))
 
 IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="index folder")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
-    """Print ``message`` as plain text (paths and hints such as ``contextkit[ray]`` hold brackets)."""
-    from rich.markup import escape
-
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False)
+    """Print ``message`` as one plain line (paths and hints such as ``contextkit[ray]`` hold brackets;
+    control characters in a path are escaped by :func:`safe`)."""
+    err.print(f"[bold red]error:[/] {_markup_safe(message)}", highlight=False)
     return typer.Exit(code)
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import JsonOpt, app, err, fail, out, progress_bar, reported
+from contextkit.cli._app import JsonOpt, app, err, fail, out, progress_bar, reported, safe
 from contextkit.cli.ingest import IngestProgress
 
 
@@ -55,7 +55,7 @@ def eval_(
             plot_report(report, plot)
         except (OSError, ValueError) as exc:
             raise fail(f"--plot {plot}: {exc}") from None
-        err.print(f"wrote {plot}", highlight=False)
+        err.print(f"wrote {safe(plot)}", markup=False, highlight=False)
 
 
 def _parse_options(items: list[str], modes: tuple[str, ...]) -> dict[str, dict[str, Any]]:

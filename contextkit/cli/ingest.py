@@ -6,63 +6,112 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Literal, Optional
 
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, progress_bar, reported
+from contextkit.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, progress_bar, reported, safe
+
+
+def _check_header(header: str | None) -> None:
+    """Refuse a header that is not a template (``{title``), before anything is loaded."""
+    if header is None:
+        return
+    import string
+
+    try:
+        list(string.Formatter().parse(header))
+    except ValueError as exc:
+        raise fail(f"--header {header!r}: not a valid template ({exc}); write fields as {{title}}", 2) from None
+
+
+def _embed_model(embed_model: str | None, model: str | None) -> str | None:
+    """``--embed-model``, or its deprecated old name ``--model`` (with a warning: ``assemble
+    --model`` names an LLM profile, and the same flag meaning two things misled users)."""
+    if model is None:
+        return embed_model
+    if embed_model is not None and embed_model != model:
+        raise fail("--model is the old name of --embed-model; give one of them", 2)
+    err.print("[yellow]warning:[/] --model is deprecated for ingest; use --embed-model (assemble's "
+              "--model names an LLM profile)", highlight=False)
+    return model
+
+
+def _llm_hint(name: str | None) -> str:
+    """`` (gpt-4o is an LLM profile: contextkit assemble --model gpt-4o)`` when ``name`` is one."""
+    if not name:
+        return ""
+    from contextkit.assembly.profiles import list_profiles
+
+    if any(p.name == name for p in list_profiles()):
+        return f" ({name} is an LLM profile, for `contextkit assemble --model {name}`)"
+    return ""
 
 
 @app.command()
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="files or folders to ingest")],
     index: IndexOpt,
-    chunk_size: Annotated[Optional[int], typer.Option(help="max tokens per chunk [default: 256, or the index's]")] = None,
-    overlap: Annotated[Optional[int], typer.Option(help="max tokens shared by neighbours [default: 32]")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = None,
-    model: Annotated[Optional[str], typer.Option(help="sentence-transformers model name or path [default: all-MiniLM-L6-v2]")] = None,
-    header: Annotated[Optional[str], typer.Option(help="metadata embedded above each chunk, e.g. '{title}' (counted in --chunk-size)")] = None,
+    chunk_size: Annotated[Optional[int], typer.Option(
+        help=f"max tokens per chunk, header included [default: {DEFAULT_CHUNK_SIZE}, or the index's]")] = None,
+    overlap: Annotated[Optional[int], typer.Option(
+        help=f"max tokens shared by neighbours [default: {DEFAULT_CHUNK_OVERLAP}, or the index's]")] = None,
+    tokenizer: Annotated[Optional[str], typer.Option(
+        help="cl100k_base, o200k_base, model, or a HF name [default: cl100k_base, or the index's]")] = None,
+    embed_model: Annotated[Optional[str], typer.Option(
+        "--embed-model", help="sentence-transformers model name or path [default: all-MiniLM-L6-v2, or the "
+        "index's]")] = None,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", hidden=True, help="deprecated: --embed-model")] = None,
+    header: Annotated[Optional[str], typer.Option(
+        help="metadata embedded above each chunk, e.g. '{title}' (counted in --chunk-size); fields: title (a "
+        "Markdown/reST file's first heading, else the file name), id, source, format, and JSONL metadata")] = None,
     glob: Annotated[Optional[str], typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
-    workers: Annotated[int, typer.Option(help="processes for chunking")] = 1,
+    workers: Annotated[int, typer.Option(min=1, help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
     redact: Annotated[Optional[bool], typer.Option(
         "--redact/--no-redact", help="mask PII (e-mails, phones, cards, IBANs, IPs, secrets) before chunking; "
         "recorded in the index [default: as the index was built, else off]")] = None,
-    index_type: Annotated[str, typer.Option(
+    index_type: Annotated[Literal["flat", "hnsw", "ivf", "ivfpq", "auto"], typer.Option(
         help="flat (exact), hnsw or ivf (approximate, for large corpora), ivfpq (millions of chunks: IVF-PQ + "
              "exact re-scoring, memory-mapped; flat below 10k), auto (flat below 50k chunks, then hnsw)")] = "flat",
     strict: Annotated[bool, typer.Option(help="exit 1 if any input failed")] = False,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
     follow_symlinks: Annotated[bool, typer.Option(
-        "--follow-symlinks", help="follow symlinks that lead outside the folders named (default: report and skip them)")] = False,
+        "--follow-symlinks", help="follow symlinks that lead outside the folders named [default: report and "
+        "skip them]")] = False,
     stream_above: Annotated[float, typer.Option(
-        help="MiB: larger text files are streamed (chunked and committed part by part, memory bounded)")] = 64,
-    pdf_timeout: Annotated[float, typer.Option(help="seconds one PDF may take to parse before it is skipped")] = 60,
-    engine: Annotated[str, typer.Option(
-        help="local, or ray: load, chunk and embed on a Ray cluster (pip install 'contextkit[ray]')")] = "local",
+        min=0, help="MiB: larger text files are streamed (chunked and committed part by part, memory bounded)")] = 64,
+    pdf_timeout: Annotated[float, typer.Option(
+        min=0.001, help="seconds one PDF may take to parse before it is skipped")] = 60,
+    engine: Annotated[Literal["local", "ray"], typer.Option(help="local, or ray: load, chunk and embed on a Ray cluster (pip install 'contextkit[ray]')")] = "local",
     address: Annotated[Optional[str], typer.Option(
         help="--engine ray: auto, HOST:6379 or ray://HOST:10001 [default: RAY_ADDRESS, else a local Ray]")] = None,
     num_gpus: Annotated[float, typer.Option(
-        help="--engine ray: GPUs for embedding, one model per GPU (0: embed on CPUs)")] = 0,
+        min=0, help="--engine ray: GPUs for embedding, one model per GPU (0: embed on CPUs)")] = 0,
 ) -> None:
     """Ingest files into an index: only new or changed files are re-done.
 
+    Index folders among the inputs (the one written included) are never read, and a file
+    reached by two names is stored once. A run that finds no file writes nothing (exit 1).
+
     Example: contextkit ingest docs/ notes.md --index my.ck-index --glob '**/*.md'
     """
-    from contextkit.errors import RayClusterError, RayNotInstalledError
+    from contextkit.errors import ModelNotFoundError, NothingToIngestError, RayClusterError, RayNotInstalledError
     from contextkit.ingestion import IngestConfig
     from contextkit.ingestion import ingest as run_ingest
 
-    if index_type not in ("flat", "hnsw", "ivf", "ivfpq", "auto"):
-        raise fail(f"--index-type must be flat, hnsw, ivf, ivfpq or auto, not {index_type!r}", 2)
-    if engine not in ("local", "ray"):
-        raise fail(f"--engine must be local or ray, not {engine!r}", 2)
     if engine == "local" and (address is not None or num_gpus):
         raise fail("--address and --num-gpus need --engine ray", 2)
+    embed_model = _embed_model(embed_model, model)
+    _check_header(header)
+    if chunk_size is not None and overlap is not None and overlap >= chunk_size:
+        raise fail(f"--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})", 2)
     with reported(2):  # options that make no valid config: a usage error
-        config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=model,
+        config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=embed_model,
                               header=header, glob=glob, workers=workers, prune=prune, index_type=index_type,
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
@@ -79,6 +128,12 @@ def ingest(
                 report = run_ingest([str(p) for p in paths], index, config, progress=bar.update)
         except (RayNotInstalledError, RayClusterError) as exc:  # no Ray, or no cluster: a usage error
             raise fail(str(exc), 2) from None
+        except ModelNotFoundError as exc:  # a bad --embed-model: a usage error
+            raise fail(str(exc) + _llm_hint(config.model), 2) from None
+        except NothingToIngestError as exc:
+            for f in exc.failures[1:]:  # the first is in the message
+                err.print(f"  {safe(f.path)}: {safe(f.reason)}", markup=False, highlight=False)
+            raise fail(str(exc), 1) from None
     if as_json:
         out.print_json(report.model_dump_json())
     else:
@@ -120,7 +175,7 @@ class IngestProgress:
 
 
 def _print_ingest_report(report) -> None:
-    table = Table(title=f"ingested into {report.index}", show_header=False)
+    table = Table(title=f"ingested into {safe(report.index)}", show_header=False)
     rows = [
         ("files seen", report.files_seen), ("new", report.files_new), ("changed", report.files_changed),
         ("unchanged (skipped)", report.files_unchanged), ("removed (--prune)", report.files_removed),
@@ -136,17 +191,22 @@ def _print_ingest_report(report) -> None:
     for name, value in rows:
         table.add_row(name, str(value))
     out.print(table)
+    if report.notes:  # passed by on purpose: index folders, a file reached twice
+        out.print(f"[bold]passed by ({len(report.notes)}):[/]")
+        for f in report.notes:
+            out.print(f"  {safe(f.path)}: {safe(f.reason)}", markup=False, highlight=False, soft_wrap=True)
     if report.failures:  # one plain line each, so they can be grepped
         out.print(f"[bold red]not ingested ({len(report.failures)}):[/]")
         for f in report.failures:
-            out.print(f"  {f.path}: {f.reason}", markup=False, highlight=False, soft_wrap=True)
+            out.print(f"  {safe(f.path)}: {safe(f.reason)}", markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
 def chunk(
     file: Annotated[Path, typer.Argument(help="a file to chunk")],
-    chunk_size: Annotated[int, typer.Option(help="max tokens per chunk")] = 512,
-    overlap: Annotated[int, typer.Option(help="max tokens shared by neighbours")] = 64,
+    chunk_size: Annotated[int, typer.Option(help="max tokens per chunk (ingest's default too)")] = DEFAULT_CHUNK_SIZE,
+    overlap: Annotated[int, typer.Option(help="max tokens shared by neighbours")] = DEFAULT_CHUNK_OVERLAP,
+    header: Annotated[Optional[str], typer.Option(help="metadata above each chunk, as ingest --header")] = None,
     tokenizer: Annotated[str, typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = "cl100k_base",
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: text, start, end, tokens")] = False,
 ) -> None:
@@ -159,19 +219,24 @@ def chunk(
 
     if not file.is_file():
         raise fail(f"{file}: no such file", 2)
+    _check_header(header)
     with reported(2):
-        chunker = TokenChunker(chunk_size, overlap, tokenizer)
+        chunker = TokenChunker(chunk_size, overlap, tokenizer, header=header)
     result = load_file(SourceFile(file.resolve(), str(file)))
     for e in result.errors:
-        err.print(f"[red]{e.path}[/]: {e.reason}", highlight=False)
+        err.print(f"error: {safe(e.path)}: {safe(e.reason)}", markup=False, highlight=False)
     for doc in result.documents:
-        for c in chunker.chunk(doc):
+        with reported(2):  # a header larger than --chunk-size
+            chunks = chunker.chunk(doc)
+        for c in chunks:
             if as_json:
                 sys.stdout.write(json.dumps({"doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
                                              "start": c.start, "end": c.end, "tokens": c.token_count},
                                             ensure_ascii=False) + "\n")
             else:
-                out.rule(f"{c.id}  [{c.start}:{c.end}]  {c.token_count} tokens")
-                out.print(c.text, markup=False, highlight=False)
+                from rich.markup import escape
+
+                out.rule(escape(f"{safe(c.id)}  [{c.start}:{c.end}]  {c.token_count} tokens"))
+                out.print(safe(c.text, keep_lines=True), markup=False, highlight=False)
     if not result.documents:
         raise typer.Exit(1)

@@ -7,15 +7,19 @@ are those of the PyTorch model to within 1e-6: the graph is exported from the
 loaded weights (eager attention, so the export is exact), not downloaded.
 
 The exported file is cached under ``$CONTEXTKIT_CACHE_DIR`` (default
-``~/.cache/contextkit``), keyed by the weights' path, size and modification time,
-and written atomically. Only models made of a Transformer, a mean or CLS
+``~/.cache/contextkit``) as ``onnx/<family>-<key>.onnx``, keyed by the model's configuration
+and a sample of its weights (size, first and last MiB: a reinstall of the same weights finds
+its export), and written atomically; an export replaces the older ones of its family and the
+cache keeps at most :data:`KEEP_TOTAL` exports (each is about 90 MB for all-MiniLM-L6-v2). Only models made of a Transformer, a mean or CLS
 Pooling and an optional Normalize module take this path; any other model,
 or any failure to export, stays on PyTorch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import logging
 import os
 import tempfile
@@ -55,18 +59,83 @@ def _pooling_mode(st_model: Any) -> str | None:
     return mode if mode in ("mean", "cls") else None
 
 
-def _weights_key(st_model: Any, source: str) -> str:
-    """A key that changes when the weights change, without hashing gigabytes."""
+_SAMPLE = 1 << 20  # bytes hashed at each end of a weights file
+#: Exports kept in the cache: the newest per model family, and this many in all (least recently used go).
+KEEP_PER_FAMILY = 1
+KEEP_TOTAL = 4
+
+
+def _config_digest(auto: Any) -> str:
+    """The model's configuration, minus where it was loaded from (a reinstall moves it)."""
+    config = json.loads(auto.config.to_json_string())
+    config.pop("_name_or_path", None)
+    return hashlib.sha256(f"{type(auto).__name__}\0{json.dumps(config, sort_keys=True)}".encode()).hexdigest()
+
+
+def _file_sample(path: Path) -> str:
+    """Size and the first and last MiB of a weights file: changes with the weights, not with a reinstall."""
+    size = path.stat().st_size
+    h = hashlib.sha256(f"{path.name}\0{size}\0".encode())
+    with open(path, "rb") as fh:
+        h.update(fh.read(_SAMPLE))
+        if size > 2 * _SAMPLE:
+            fh.seek(-_SAMPLE, os.SEEK_END)
+            h.update(fh.read(_SAMPLE))
+    return h.hexdigest()
+
+
+def _weights_key(st_model: Any, source: str) -> tuple[str, str]:
+    """``(family, key)``: the family names the architecture (exports of it replace each other), the key
+    changes when the weights change, without hashing gigabytes, and not when a reinstall touches them.
+
+    Keyed by modification time before, every reinstall of the same weights exported 90 MB more."""
     auto = st_model[0].auto_model
-    h = hashlib.sha256(f"{source}\0{type(auto).__name__}\0{auto.config.to_json_string()}".encode())
+    family = _config_digest(auto)[:12]
+    h = hashlib.sha256(family.encode())
     folder = Path(source)
     if folder.is_dir():
         for f in sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin")):
-            st = f.stat()
-            h.update(f"{f.name}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+            h.update(_file_sample(f).encode())
     else:  # a hub name: the resolved snapshot's revision is in the config's commit hash
-        h.update(str(getattr(auto.config, "_commit_hash", "")).encode())
-    return h.hexdigest()[:24]
+        h.update(f"{source}\0{getattr(auto.config, '_commit_hash', '')}".encode())
+    return family, h.hexdigest()[:24]
+
+
+def prune_cache(folder: Path, keep: Path, keep_per_family: int = KEEP_PER_FAMILY, keep_total: int = KEEP_TOTAL) -> list[Path]:
+    """Delete exports other than ``keep``: older ones of its family beyond ``keep_per_family``, then the
+    least recently used beyond ``keep_total``, and leftovers of exports that died (``.part``, over an
+    hour old). Returns what was removed; a file another process holds open is simply skipped."""
+    import time
+
+    removed: list[Path] = []
+
+    def drop(path: Path) -> None:
+        try:
+            path.unlink()
+            removed.append(path)
+        except OSError:
+            pass
+
+    for part in folder.glob("*.onnx.part"):
+        with contextlib.suppress(OSError):
+            if time.time() - part.stat().st_mtime > 3600:
+                drop(part)
+    family = keep.name.split("-", 1)[0]
+    others = sorted((p for p in folder.glob("*.onnx") if p != keep), key=_last_used, reverse=True)
+    same = [p for p in others if p.name.split("-", 1)[0] == family]
+    for path in same[max(0, keep_per_family - 1):]:
+        drop(path)
+    rest = [p for p in others if p.exists()]
+    for path in rest[max(0, keep_total - 1):]:
+        drop(path)
+    return removed
+
+
+def _last_used(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def _export(st_model: Any, source: str, target: Path) -> None:
@@ -123,10 +192,17 @@ class OnnxEncoder:
         self.pooling = mode
         self.tokenizer = st_model.tokenizer
         self.max_length = int(st_model.max_seq_length)
-        path = cache_dir() / "onnx" / f"{_weights_key(st_model, source)}.onnx"
+        family, key = _weights_key(st_model, source)
+        path = cache_dir() / "onnx" / f"{family}-{key}.onnx"
         if not path.exists():
             log.info("exporting %s to ONNX at %s (once)", source, path)
             _export(st_model, source, path)
+            removed = prune_cache(path.parent, path)
+            if removed:
+                log.info("removed %d older ONNX export(s) from %s", len(removed), path.parent)
+        else:
+            with contextlib.suppress(OSError):
+                os.utime(path)  # recently used: pruning takes the least recently used first
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from contextkit.embedders import Embedder
+from contextkit.errors import IndexFolderError, NothingToIngestError
 from contextkit.ingestion._local import run_batches
 from contextkit.ingestion._steps import open_index, prune
 from contextkit.ingestion._types import (
@@ -18,9 +20,15 @@ from contextkit.ingestion._types import (
     Pending,
 )
 from contextkit.loaders import (
-    discover_files,
+    SourceFile,
+    discover,
     file_sha256,
+    is_index_folder,
 )
+
+#: What an index folder may hold before its manifest is written (an interrupted creation, a lock).
+_INDEX_NAMES = frozenset({".lock", "store.sqlite", "store.sqlite-wal", "store.sqlite-shm", "store.sqlite-journal",
+                          "bm25", "bm25.tmp", "bm25.old", "vectors.faiss", "manifest.json.tmp"})
 
 
 def ingest(
@@ -37,26 +45,40 @@ def ingest(
     ``embedder`` to reuse a loaded model across calls (a notebook, a service);
     it must be the index's model. ``engine="ray"`` loads, chunks and embeds on a Ray
     cluster (``contextkit.ingestion.ray``): the same index, written here; each worker loads its own model.
+
+    Refused before anything is written: an unknown option (``chunk_sise=512``:
+    :class:`~contextkit.errors.UnknownOptionError`), a run that finds no file at all (a missing
+    path, an empty folder, a glob matching nothing: :class:`~contextkit.errors.NothingToIngestError`,
+    so a typo never leaves an empty index with its settings locked), and an ``index_dir`` that is
+    a folder of other files (:class:`~contextkit.errors.IndexFolderError`). Index folders among the
+    inputs, the one written included, are never read (``report.notes`` names them). A file already
+    in the index under another id (``docs`` then ``/abs/docs`` or ``.``) keeps its first id: one
+    file, one document.
     """
-    config = (config or IngestConfig()).model_copy(update=overrides)
+    config = _configured(config, overrides)
+    notify = progress or (lambda event: None)
+    index_dir = Path(index_dir)
+    clock = Clock()
+    report = IngestReport(index=str(index_dir))
+    _check_index_folder(index_dir)
+    with clock("discover"):
+        found = discover(paths, config.glob, config.follow_symlinks, exclude=[index_dir])
+    report.failures += [FileFailure(path=e.path, reason=e.reason) for e in found.errors]
+    report.notes += [FileFailure(path=e.path, reason=e.reason) for e in found.notes]
+    if not found.files:
+        raise NothingToIngestError(_nothing_found(paths, config, report), report.failures)
     runner = run_batches
     if config.engine == "ray":  # connects first: an unreachable cluster leaves no index behind
         from contextkit.ingestion.ray import ray_batches
 
         runner = ray_batches(config)
-    notify = progress or (lambda event: None)
-    index_dir = Path(index_dir)
-    clock = Clock()
-    report = IngestReport(index=str(index_dir))
-    with clock("discover"):
-        sources, errors = discover_files(paths, config.glob, config.follow_symlinks)
-    report.failures += [FileFailure(path=e.path, reason=e.reason) for e in errors]
-    report.files_seen = len(sources)
     given_cache = embedder.cache if embedder is not None else None
     with clock("open"):
         index, embedder, chunker = open_index(index_dir, config, embedder)
     try:
         known = index.store.file_hashes()
+        sources = _same_ids(found.files, known, index, report)
+        report.files_seen = len(sources)
         todo: list[Pending] = []
         with clock("hash"):
             for src in sources:
@@ -72,7 +94,7 @@ def ingest(
         notify(IngestEvent("plan", files=len(todo)))
         runner(todo, index, embedder, chunker, config, report, notify, clock)
         if config.prune:
-            prune(index, sources, known, errors, report)
+            prune(index, sources, _prunable(known, found.errors), found.errors, report)
         with clock("save"):
             index.save()
     finally:
@@ -81,3 +103,78 @@ def ingest(
         embedder.cache = given_cache  # the store is closed; a caller's embedder gets its own cache back
     report.seconds = clock.totals
     return report
+
+
+def _configured(config: IngestConfig | None, overrides: dict[str, Any]) -> IngestConfig:
+    """``config`` with ``overrides`` applied and validated; an unknown name is refused, never ignored."""
+    return (config or IngestConfig()).with_options("ingest()", **overrides)
+
+
+def _nothing_found(paths: Sequence[str | Path], config: IngestConfig, report: IngestReport) -> str:
+    """One line saying why a run found no file, and what to do."""
+    shown = ", ".join(os.fspath(p) for p in paths) or "(no path given)"
+    if report.failures:
+        first = report.failures[0]
+        more = f" (and {len(report.failures) - 1} more)" if len(report.failures) > 1 else ""
+        return f"nothing to ingest: {first.path}: {first.reason}{more}; nothing was written"
+    if config.glob is not None:
+        return f"nothing to ingest: no file under {shown} matches --glob {config.glob!r}; nothing was written"
+    skipped = [n.path for n in report.notes]
+    why = f" (passed by: {', '.join(skipped)})" if skipped else ""
+    return (f"nothing to ingest: {shown} holds no file of a supported format (.md, .txt, .rst, .html, .pdf, "
+            f".jsonl, source code){why}; nothing was written")
+
+
+def _check_index_folder(index_dir: Path) -> None:
+    """Refuse to write an index among a user's files: ``index_dir`` is new, empty, or an index."""
+    if not index_dir.exists() or is_index_folder(index_dir) or (index_dir / "manifest.json").is_file():
+        return
+    if not index_dir.is_dir():
+        raise IndexFolderError(f"{index_dir}: not a folder; --index names a folder for the index (e.g. my.ck-index)")
+    try:
+        others = sorted(name for name in os.listdir(index_dir) if name not in _INDEX_NAMES)
+    except OSError as exc:
+        raise IndexFolderError(f"{index_dir}: cannot be read ({exc.strerror or exc})") from None
+    if others:
+        raise IndexFolderError(
+            f"{index_dir}: a folder of other files ({len(others)}, e.g. {others[0]}), not an index; "
+            f"name a new or empty folder for --index, e.g. {index_dir.name or 'my'}.ck-index")
+
+
+def _same_ids(sources: list[SourceFile], known: dict[str, str], index: Any,
+              report: IngestReport) -> list[SourceFile]:
+    """``sources`` with each file already in the index under another id given that id back.
+
+    The same folder named as ``docs``, ``/abs/docs`` or ``.`` gives other ids to the same files;
+    the store records each document's real path, so a file is recognised by it and stays one
+    document (a note says so) instead of being stored once per spelling."""
+    fresh = [s for s in sources if s.doc_id not in known]
+    if not fresh:
+        return sources
+    taken = {s.doc_id for s in sources}
+    by_path: dict[str, str] = {}
+    for file, source in index.store.db.execute(
+            "SELECT file, source FROM documents WHERE file IS NOT NULL GROUP BY file"):
+        if file in known and file not in taken:
+            by_path.setdefault(source, file)
+    if not by_path:
+        return sources
+    out = []
+    for src in sources:
+        first = by_path.pop(str(src.path), None) if src.doc_id not in known else None
+        if first is None:
+            out.append(src)
+        else:
+            report.notes.append(FileFailure(path=src.doc_id, reason=f"already indexed as {first}: kept as {first}"))
+            out.append(SourceFile(src.path, first))
+    return out
+
+
+def _prunable(known: dict[str, str], errors: list[Any]) -> dict[str, str]:
+    """The indexed files ``--prune`` may remove: not those under a path that failed (a broken
+    symlink to a folder, an unreadable folder), which are kept, since their files may be back."""
+    failed = [e.path.rstrip("/") for e in errors if e.path not in (".", "")]
+    if not failed:
+        return known
+    return {path: sha for path, sha in known.items()
+            if not any(path == f or path.startswith(f + "/") for f in failed)}

@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from contextkit.chunking import ChunkerConfig
+from contextkit.chunking.token import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from contextkit.embedders import Embedder, EmbeddingReport
 from contextkit.index import IndexMismatchError
 from contextkit.loaders import (
@@ -18,8 +19,31 @@ from contextkit.loaders import (
 from contextkit.records import Chunk, Document
 
 
+#: ``contextkit.toml`` ``[ingest]`` keys that are CLI option names, and the field each sets.
+_CLI_NAMES = {"overlap": "chunk_overlap", "address": "ray_address", "embed_model": "model"}
+#: ``[ingest]`` keys that only the CLI reads (how it prints), not settings of a run.
+_CLI_ONLY = frozenset({"index", "strict", "quiet", "json", "as_json"})
+
+
+def unknown_option(owner: str, name: str, known: list[str]) -> str:
+    """``owner got an unknown option 'chunk_sise'; did you mean 'chunk_size'?`` (one line)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
+    return f"{owner} got an unknown option {name!r}{hint}"
+
+
 class IngestConfig(BaseModel):
-    """Settings of an ingestion run. ``None`` means "as the index was built" (or the default)."""
+    """Settings of an ingestion run. ``None`` means "as the index was built" (or the default).
+
+    Unknown names are refused (``chunk_sise=512`` is a typo, not a setting to ignore), as
+    :class:`~contextkit.ContextAssembler` refuses them. A new index chunks at
+    :data:`~contextkit.chunking.token.DEFAULT_CHUNK_SIZE` / ``DEFAULT_CHUNK_OVERLAP`` tokens, the
+    same defaults as ``contextkit chunk`` and :class:`~contextkit.TokenChunker`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     chunk_size: int | None = Field(None, ge=1)
     chunk_overlap: int | None = Field(None, ge=0)
@@ -43,16 +67,42 @@ class IngestConfig(BaseModel):
     ray_address: str | None = Field(None, description="engine='ray': auto, HOST:6379 or ray://HOST:10001")
     num_gpus: float = Field(0, ge=0, description="engine='ray': GPUs for embedding actors (0: CPUs)")
 
+    def __init__(self, **data: Any) -> None:
+        unknown = [name for name in data if name not in type(self).model_fields]
+        if unknown:
+            from contextkit.errors import UnknownOptionError
+
+            raise UnknownOptionError(unknown_option("IngestConfig", unknown[0], list(type(self).model_fields)))
+        super().__init__(**data)
+
+    def with_options(self, owner: str = "ingest()", **overrides: Any) -> IngestConfig:
+        """This config with ``overrides`` applied and validated; an unknown name is an
+        :class:`~contextkit.errors.UnknownOptionError` naming ``owner`` and the closest known name
+        (``model_copy(update=...)`` would take ``chunk_sise=512`` without a word)."""
+        fields = list(type(self).model_fields)
+        for name in overrides:
+            if name not in type(self).model_fields:
+                from contextkit.errors import UnknownOptionError
+
+                raise UnknownOptionError(unknown_option(owner, name, fields))
+        if not overrides:
+            return self
+        return type(self).model_validate({**self.model_dump(exclude_unset=True), **overrides})
+
     @classmethod
     def from_config(cls, path: str | Path | None = None, **overrides: Any) -> IngestConfig:
-        """The ``[ingest]`` table of ``contextkit.toml`` (see :mod:`contextkit.config`), then ``overrides``."""
+        """The ``[ingest]`` table of ``contextkit.toml`` (see :mod:`contextkit.config`), then ``overrides``.
+
+        The table's keys are the CLI's option names (``overlap``, ``embed_model``, ``stream_above``
+        in MiB); keys only the CLI reads (``strict``, ``quiet``, ``json``) are passed by."""
         from contextkit.config import load_config
 
-        table = dict(load_config(path).get("ingest", {}))
-        for cli_name, field_name in (("overlap", "chunk_overlap"), ("address", "ray_address")):
+        table = {k: v for k, v in load_config(path).get("ingest", {}).items() if k not in _CLI_ONLY}
+        for cli_name, field_name in _CLI_NAMES.items():
             if cli_name in table:
                 table[field_name] = table.pop(cli_name)
-        table.pop("index", None)
+        if "stream_above" in table:
+            table["stream_above_bytes"] = int(float(table.pop("stream_above")) * (1 << 20))
         return cls(**{**table, **overrides})
 
     def new_embedder(self) -> Embedder:
@@ -66,7 +116,8 @@ class IngestConfig(BaseModel):
             "tokenizer": self.tokenizer, "header": self.header,
         }.items() if v is not None}
         if not recorded:
-            return ChunkerConfig(**{"chunk_size": 256, "chunk_overlap": 32, **wanted})
+            return ChunkerConfig(**{"chunk_size": DEFAULT_CHUNK_SIZE, "chunk_overlap": DEFAULT_CHUNK_OVERLAP,
+                                    **wanted})
         clash = {k: (recorded.get(k), v) for k, v in wanted.items() if recorded.get(k) != v}
         if clash:
             said = ", ".join(f"{k}: index has {old!r}, asked {new!r}" for k, (old, new) in clash.items())
@@ -95,6 +146,8 @@ class IngestReport(BaseModel):
     tokens: int = 0
     redactions: dict[str, int] = Field(default_factory=dict, description="PII masked, by kind (--redact)")
     failures: list[FileFailure] = Field(default_factory=list)
+    notes: list[FileFailure] = Field(
+        default_factory=list, description="what was passed by on purpose: index folders, a file reached twice")
     embedding: EmbeddingReport = Field(default_factory=EmbeddingReport)
     seconds: dict[str, float] = Field(default_factory=dict)
 
@@ -104,9 +157,9 @@ class IngestReport(BaseModel):
 
     @property
     def nothing_ingested(self) -> bool:
-        """True when files were asked for and none is in the index now."""
+        """True when no file asked for is in the index now (none found, or every one failed)."""
         done = self.files_new + self.files_changed + self.files_unchanged
-        return self.files_seen + len(self.failures) > 0 and done == 0 and self.files_removed == 0
+        return done == 0 and self.files_removed == 0
 
 
 @dataclass

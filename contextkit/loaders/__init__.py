@@ -30,6 +30,10 @@ Rules the caller must know:
   ``guide/*.md`` matches ``guide/a.md`` and ``x/guide/a.md``. A leading ``/``
   anchors at the root: ``/guide/*.md`` matches only ``guide/a.md``. The glob
   only filters files found by walking; a file named explicitly is always taken.
+* Index folders are never read: a folder holding a contextkit ``manifest.json`` (and
+  the index being written, passed as ``exclude``) is passed by with a note
+  (:func:`discover` returns them); a file named explicitly inside one is an error.
+  A file reached twice (``docs`` and ``docs/a.md``) is loaded once, with a note.
 * Walking never follows directory symlinks inside the root (their target is
   reached through its real path anyway, and this rules out cycles). A symlink
   whose target lies outside the root (``/etc/passwd``, ``../../secret``) is
@@ -58,16 +62,17 @@ from contextkit.loaders.base import (
     registered_suffixes,
     unregister_loader,
 )
-from contextkit.loaders.discovery import discover_files, file_sha256
+from contextkit.loaders.discovery import Discovery, discover, discover_files, file_sha256, is_index_folder
 from contextkit.loaders.html import HtmlLoader
 from contextkit.loaders.jsonl import JsonlLoader, iter_jsonl
 from contextkit.loaders.pdf import PdfLoader
 from contextkit.loaders.text import TextLoader, TextStream, open_text_stream
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "HtmlLoader", "JsonlLoader", "LoadError", "LoadFailure", "LoadLimits", "LoadResult", "Loader",
-    "PdfLoader", "SourceFile", "TextLoader", "TextStream", "discover_files", "file_sha256", "iter_jsonl", "load_file",
-    "loader_for", "open_text_stream", "register_loader", "registered_suffixes", "unregister_loader",
+    "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "JsonlLoader", "LoadError", "LoadFailure", "LoadLimits",
+    "LoadResult", "Loader", "PdfLoader", "SourceFile", "TextLoader", "TextStream", "discover", "discover_files",
+    "file_sha256", "is_index_folder", "iter_jsonl", "load_file", "loader_for", "open_text_stream", "register_loader",
+    "registered_suffixes", "unregister_loader",
 ]
 
 _DEFAULT_LIMITS = LoadLimits()

@@ -66,6 +66,8 @@ class LoadLimits(BaseModel):
 
     max_parse_bytes: int = Field(256 * MiB, ge=1, description="HTML/PDF files above this are reported as too large")
     pdf_timeout: float | None = Field(60.0, gt=0, description="seconds one PDF may take to parse; None: no limit")
+    max_record_bytes: int | None = Field(None, ge=1, description="longest JSONL record (one line); longer ones "
+                                         "are reported and skipped; None: the JSONL loader's own (16 MiB)")
 
 
 class LoadFailure(Exception):
@@ -95,9 +97,38 @@ def _short(exc: BaseException) -> str:
     return (text[0][:120] if text else "") or type(exc).__name__
 
 
+#: Byte-order marks of the Unicode encodings that are not UTF-8, longest first (UTF-32 LE starts as UTF-16 LE).
+_BOMS = ((codecs.BOM_UTF32_LE, "utf-32-le"), (codecs.BOM_UTF32_BE, "utf-32-be"),
+         (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
+def _bom_encoding(data: bytes) -> tuple[str, int] | None:
+    """``(encoding, BOM length)`` for text that starts with a UTF-16 or UTF-32 byte-order mark."""
+    for bom, name in _BOMS:
+        if data.startswith(bom):
+            return name, len(bom)
+    return None
+
+
+def _looks_utf16(head: bytes) -> bool:
+    """UTF-16 without a byte-order mark: NUL in (nearly) every other byte, and only there."""
+    if len(head) < 8:
+        return False
+    even, odd = head[0::2], head[1::2]
+    for zeros, other in ((odd, even), (even, odd)):
+        if zeros.count(0) >= 0.9 * len(zeros) and other.count(0) <= 0.1 * len(other):
+            return True
+    return False
+
+
 def _sniff_binary(data: bytes) -> None:
     nul = data.find(b"\x00", 0, _BINARY_SNIFF)
     if nul >= 0:
+        if _bom_encoding(data) is not None:  # only a streamed file gets here: streams decode UTF-8
+            raise _Failed(f"{_bom_encoding(data)[0].upper()[:6]} text too large to load whole (streamed files "
+                          "must be UTF-8); save it as UTF-8")
+        if _looks_utf16(data[:_BINARY_SNIFF]):
+            raise _Failed("UTF-16 text without a byte-order mark; save it as UTF-8 (or UTF-16 with a BOM)")
         raise _Failed(f"binary file (NUL byte at offset {nul})")
 
 
@@ -107,10 +138,17 @@ def _bad_byte(encoding: str, bad: int, offset: int) -> _Failed:
 
 
 def _decode(data: bytes, encoding: str = "utf-8") -> str:
-    """Decode strictly; the text is kept exactly (no newline normalisation) since chunk offsets index it."""
-    _sniff_binary(data)
-    skip = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
-    if skip:
+    """Decode strictly; the text is kept exactly (no newline normalisation) since chunk offsets index it.
+
+    A UTF-16 or UTF-32 byte-order mark decides the encoding (such text is full of NUL bytes,
+    and is not binary); a UTF-8 BOM is dropped."""
+    bom = _bom_encoding(data)
+    if bom is not None:
+        encoding, skip = bom
+    else:
+        _sniff_binary(data)
+        skip = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
+    if skip and bom is None:
         encoding = "utf-8"
     try:
         return data[skip:].decode(encoding)

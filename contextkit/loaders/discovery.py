@@ -5,6 +5,13 @@ in between. Symlinks are the one way a walk can leave the folder the user named
 (a link to ``/etc``, a relative ``../../secret``): by default such links are
 reported, not followed; ``follow_symlinks=True`` follows them on purpose, with
 cycle protection.
+
+Index folders are never read: a folder holding a contextkit ``manifest.json`` (or the
+records store and ``bm25/`` of one whose manifest was lost), and the folders named in
+``exclude`` (the index being written), are passed by with a note; a file named
+explicitly inside one is an error. Otherwise an index kept beside the documents
+(``contextkit ingest . --index my.ck-index``) would ingest its own manifest and BM25
+vocabulary, and never settle, since they change at every run.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 
@@ -23,6 +31,49 @@ from contextkit.loaders._common import (
 from contextkit.loaders.base import loader_for
 
 _SKIP_DIRS = frozenset({"__pycache__", "node_modules"})
+_MANIFEST_SNIFF = 4096
+INDEX_FOLDER_NOTE = "a contextkit index folder: not read"
+
+
+def is_index_folder(path: str | os.PathLike[str]) -> bool:
+    """True for a folder that holds a contextkit index (its ``manifest.json``, or the store and
+    ``bm25/`` of an index whose manifest was lost): discovery never reads one.
+
+    The manifest is recognised by its first bytes (a JSON object naming ``format_version``), so a
+    documentation folder that happens to hold some other ``manifest.json`` is still read."""
+    folder = os.fspath(path)
+    manifest = os.path.join(folder, "manifest.json")
+    if os.path.isfile(manifest):
+        try:
+            with open(manifest, "rb") as fh:
+                head = fh.read(_MANIFEST_SNIFF)
+        except OSError:
+            head = b""
+        if head.lstrip().startswith(b"{") and b'"format_version"' in head:
+            return True
+    return os.path.isfile(os.path.join(folder, "store.sqlite")) and os.path.isdir(os.path.join(folder, "bm25"))
+
+
+def _inside_index(real: str, exclude: frozenset[str]) -> str | None:
+    """The index folder (among ``real``'s ancestors, itself included) that holds ``real``, if any."""
+    here = real if os.path.isdir(real) else os.path.dirname(real)
+    while True:
+        if here in exclude or is_index_folder(here):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+@dataclass
+class Discovery:
+    """What a walk found: ``files`` to load, ``errors`` for the report (failed inputs), and
+    ``notes``: what was passed by on purpose and why (index folders, a file reached twice)."""
+
+    files: list[SourceFile] = field(default_factory=list)
+    errors: list[LoadError] = field(default_factory=list)
+    notes: list[LoadError] = field(default_factory=list)
 
 
 def _glob_parts_match(pattern: Sequence[str], parts: Sequence[str]) -> bool:
@@ -58,15 +109,16 @@ def _wanted(rel: str, glob: str | None) -> bool:
     return loader_for(Path(rel).suffix) is not None and (glob is None or _glob_matches(rel, glob))
 
 
-def _scan(root: str, glob: str | None,
-          follow_symlinks: bool = False) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+def _scan(root: str, glob: str | None, follow_symlinks: bool = False, exclude: frozenset[str] = frozenset(),
+          skipped: list[str] | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """Walk the resolved ``root`` without following directory links into it.
 
     Returns (relative path, real path) for files to take and (relative path, reason)
     for problems, both unsorted. With ``follow_symlinks``, links whose target lies
     outside ``root`` are followed (a folder is walked once, whatever the number of
     links to it, so cycles end); links inside ``root`` are never followed, the real
-    path reaches their target anyway.
+    path reaches their target anyway. Index folders (and ``exclude``) are not entered; their
+    relative paths go to ``skipped``.
     """
     found: list[tuple[str, str]] = []
     problems: list[tuple[str, str]] = []
@@ -86,7 +138,7 @@ def _scan(root: str, glob: str | None,
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if not entry.is_symlink():
                 if entry.is_dir(follow_symlinks=False):
-                    stack.append((rel, os.path.join(real_dir, entry.name)))
+                    _enter(stack, skipped, rel, os.path.join(real_dir, entry.name), exclude)
                 elif entry.is_file(follow_symlinks=False) and _wanted(rel, glob):
                     found.append((rel, os.path.join(real_dir, entry.name)))
                 continue
@@ -97,8 +149,18 @@ def _scan(root: str, glob: str | None,
                 found.append((rel, value))
             elif kind == "dir" and value not in walked:
                 walked.add(value)
-                stack.append((rel, value))
+                _enter(stack, skipped, rel, value, exclude)
     return found, problems
+
+
+def _enter(stack: list[tuple[str, str]], skipped: list[str] | None, rel: str, folder: str,
+           exclude: frozenset[str]) -> None:
+    """Walk ``folder`` next, unless it is an index folder (then its path goes to ``skipped``)."""
+    if folder in exclude or is_index_folder(folder):
+        if skipped is not None:
+            skipped.append(rel)
+    else:
+        stack.append((rel, folder))
 
 
 def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: bool) -> tuple[str, str]:
@@ -107,6 +169,9 @@ def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: boo
     folder inside ``root``, which the walk reaches through its real path)."""
     target = os.path.realpath(path)
     is_dir = os.path.isdir(target)
+    if follow_symlinks and not os.path.exists(target):
+        # It may have led to a folder whose files an earlier run indexed: say so, never pass it by.
+        return "problem", "broken symlink (missing target or a loop)"
     if not is_dir and not _wanted(rel, glob):
         return "skip", ""
     inside = Path(target).is_relative_to(Path(root))
@@ -123,44 +188,81 @@ def _rel_key(item: tuple[str, str]) -> tuple[str, ...]:
     return tuple(item[0].split("/"))
 
 
-def discover_files(
-    paths: Sequence[str | Path], glob: str | None = None, follow_symlinks: bool = False
-) -> tuple[list[SourceFile], list[LoadError]]:
-    """List the files under ``paths`` in a deterministic order, with stable ids.
+def discover(
+    paths: Sequence[str | Path], glob: str | None = None, follow_symlinks: bool = False,
+    exclude: Sequence[str | Path] = (),
+) -> Discovery:
+    """List the files under ``paths`` in a deterministic order, with stable ids, and say what was passed by.
 
-    Each path may be a file (taken whatever its suffix) or a directory (walked
-    recursively; hidden entries, ``__pycache__`` and ``node_modules`` skipped;
-    only the suffixes of the registered loaders, :data:`SUPPORTED_SUFFIXES` unless
-    :func:`~contextkit.loaders.register_loader` added some, matching ``glob`` taken). A file reached
-    twice is listed once, under the first id it was found with. Missing paths
-    and symlinks leading outside the folder (unless ``follow_symlinks``) become
-    :class:`LoadError` values, never exceptions.
+    As :func:`discover_files`, plus ``notes``: index folders not entered (any folder holding a
+    contextkit index, and the folders in ``exclude``: the index being written) and each file
+    reached a second time (``docs`` and ``./docs/a.md``: one file, loaded once, under the id it was
+    first found with). A path named explicitly inside an index folder is an error.
     """
-    files: list[SourceFile] = []
-    errors: list[LoadError] = []
-    seen: set[str] = set()
+    found = Discovery()
+    seen: dict[str, str] = {}
+    excluded = frozenset(os.path.realpath(os.fspath(p)) for p in exclude)
     for user_path in paths:
         shown = os.fspath(user_path)
         prefix = _id_prefix(user_path)
         if not os.path.exists(shown):
             reason = "broken symlink" if os.path.lexists(shown) else "no such file or directory"
-            errors.append(LoadError(shown, reason))
+            found.errors.append(LoadError(shown, reason))
             continue
         real = os.path.realpath(shown)
+        holder = _inside_index(real, excluded)
+        if holder is not None:
+            what = "the index folder being written" if holder in excluded else "a contextkit index folder"
+            where = "" if holder == real else f" ({holder})"
+            found.errors.append(LoadError(shown, f"inside {what}{where}: not read as input"))
+            continue
         if os.path.isdir(real):
-            found, problems = _scan(real, glob, follow_symlinks)
-            for rel, why in sorted(problems, key=_rel_key):
-                errors.append(LoadError(_join_id(prefix, rel) or ".", why))
-            for rel, target in sorted(found, key=_rel_key):
-                if target not in seen:
-                    seen.add(target)
-                    files.append(SourceFile(Path(target), _join_id(prefix, rel)))
+            _take_folder(found, seen, real, prefix, glob, follow_symlinks, excluded)
         elif not os.path.isfile(real):
-            errors.append(LoadError(shown, "not a regular file"))
-        elif real not in seen:
-            seen.add(real)
-            files.append(SourceFile(Path(real), prefix or PurePath(real).name))
-    return files, errors
+            found.errors.append(LoadError(shown, "not a regular file"))
+        else:
+            _take(found, seen, real, prefix or PurePath(real).name)
+    return found
+
+
+def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str, glob: str | None,
+                 follow_symlinks: bool, excluded: frozenset[str]) -> None:
+    skipped: list[str] = []
+    files, problems = _scan(real, glob, follow_symlinks, excluded, skipped)
+    for rel, why in sorted(problems, key=_rel_key):
+        found.errors.append(LoadError(_join_id(prefix, rel) or ".", why))
+    for rel in sorted(skipped):
+        found.notes.append(LoadError(_join_id(prefix, rel), INDEX_FOLDER_NOTE))
+    for rel, target in sorted(files, key=_rel_key):
+        _take(found, seen, target, _join_id(prefix, rel))
+
+
+def _take(found: Discovery, seen: dict[str, str], real: str, doc_id: str) -> None:
+    """Take the file at ``real`` under ``doc_id``, unless it was reached already (then a note)."""
+    first = seen.get(real)
+    if first is None:
+        seen[real] = doc_id
+        found.files.append(SourceFile(Path(real), doc_id))
+    elif first != doc_id:
+        found.notes.append(LoadError(doc_id, f"the same file as {first}: loaded once, as {first}"))
+
+
+def discover_files(
+    paths: Sequence[str | Path], glob: str | None = None, follow_symlinks: bool = False,
+    exclude: Sequence[str | Path] = (),
+) -> tuple[list[SourceFile], list[LoadError]]:
+    """List the files under ``paths`` in a deterministic order, with stable ids.
+
+    Each path may be a file (taken whatever its suffix) or a directory (walked
+    recursively; hidden entries, ``__pycache__``, ``node_modules`` and index folders
+    skipped; only the suffixes of the registered loaders, :data:`SUPPORTED_SUFFIXES` unless
+    :func:`~contextkit.loaders.register_loader` added some, matching ``glob`` taken). A file reached
+    twice is listed once, under the first id it was found with. Missing paths
+    and symlinks leading outside the folder (unless ``follow_symlinks``) become
+    :class:`LoadError` values, never exceptions. :func:`discover` also says what was passed by.
+    """
+    found = discover(paths, glob, follow_symlinks, exclude)
+    return found.files, found.errors
 
 
 def file_sha256(path: Path) -> str:

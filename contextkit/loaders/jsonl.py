@@ -2,6 +2,13 @@
 
 A bad line is reported with its number and the other lines are kept: a corpus of
 millions of records should not be lost to one truncated line.
+
+The file is read a line at a time, each line in bounded pieces: a record longer than
+``max_record_bytes`` (default :data:`MAX_RECORD_BYTES`, 16 MiB) is reported as an error
+naming the file and the line, and skipped without being held in memory, so one huge line
+(a 1 GB dump, a file that is not JSONL at all) cannot exhaust memory; the records around it
+are kept. Memory is then one record and what ``json.loads`` makes of it. A file with a
+UTF-16 or UTF-32 byte-order mark is the exception: it is decoded whole, as before.
 """
 
 from __future__ import annotations
@@ -10,13 +17,17 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
+from contextkit.errors import InvalidArgumentError
 from contextkit.loaders._common import (
     _UTF8_BOM,
     LoadError,
     LoadFailure,
     LoadLimits,
     LoadResult,
+    MiB,
     SourceFile,
+    _bad_byte,
+    _bom_encoding,
     _decode,
     _Failed,
     _os_reason,
@@ -49,10 +60,15 @@ def _jsonl_record(obj: Any) -> tuple[str, str, str, dict[str, Any]]:
     return str(rid), title, text, dict(extra) if isinstance(extra, dict) else {}
 
 
-def _records(source: SourceFile, lines: Iterable[tuple[int, str]]) -> Iterator[Document | LoadError]:
+def _records(source: SourceFile, lines: Iterable[tuple[int, str | Any]],
+             limit: int = 0) -> Iterator[Document | LoadError]:
     """Documents and per-line errors, in line order; shared by the whole and the streamed reader."""
     first_line: dict[str, int] = {}
     for number, line in lines:
+        if not isinstance(line, str):  # a _TooLong
+            yield LoadError(source.doc_id, f"line {number}: record too large ({line.size / MiB:.1f} MiB > "
+                                           f"{limit / MiB:.1f} MiB limit for one JSONL record); skipped")
+            continue
         if not line.strip():
             continue
         try:
@@ -82,16 +98,88 @@ def load_jsonl(source: SourceFile, data: bytes) -> LoadResult:
     return LoadResult(docs, errors)
 
 
+#: The longest record (one line, in bytes) a JSONL file may hold; longer ones are reported and skipped.
+MAX_RECORD_BYTES = 16 * MiB
+_PIECE = 1 * MiB  # how much of a line is read at once
+
+
+class _TooLong:
+    """A line over the limit, skipped: its length in bytes (at least), for the message."""
+
+    __slots__ = ("size",)
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+
+def _raw_lines(fh: Any, limit: int) -> Iterator[tuple[int, int, bytes | _TooLong]]:
+    """(line number, byte offset, bytes without the newline) for each line; a line longer than ``limit``
+    bytes comes as :class:`_TooLong`, read past in pieces of :data:`_PIECE` and never held whole."""
+    number, offset = 0, 0
+    while True:
+        raw = fh.readline(limit + 1)
+        if not raw:
+            return
+        number += 1
+        start = offset
+        offset += len(raw)
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            size = len(raw)
+            while True:
+                piece = fh.readline(_PIECE)
+                offset += len(piece)
+                size += len(piece)
+                if not piece or piece.endswith(b"\n"):
+                    break
+            yield number, start, _TooLong(size - (1 if piece.endswith(b"\n") else 0))
+            continue
+        yield number, start, raw.removesuffix(b"\n")
+
+
+def _text_lines(fh: Any, limit: int) -> Iterator[tuple[int, str | _TooLong]]:
+    """Decoded lines (UTF-8, strictly; a BOM at the start dropped, a binary file refused)."""
+    for number, offset, raw in _raw_lines(fh, limit):
+        if isinstance(raw, _TooLong):
+            yield number, raw
+            continue
+        if number == 1:
+            _sniff_binary(raw)
+            if raw.startswith(_UTF8_BOM):
+                raw, offset = raw[len(_UTF8_BOM):], offset + len(_UTF8_BOM)
+        try:
+            yield number, raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise _bad_byte("utf-8", raw[exc.start], offset + exc.start) from None
+
+
 class JsonlLoader(Loader):
-    """BEIR-style JSONL, one document a record; a bad line is an error and the others are kept."""
+    """BEIR-style JSONL, one document a record; a bad line is an error and the others are kept.
+
+    ``max_record_bytes`` bounds one line (see the module docstring); ``LoadLimits`` may carry its own
+    ``max_record_bytes``, which then wins."""
 
     suffixes: ClassVar[frozenset[str]] = frozenset({".jsonl"})
 
+    def __init__(self, max_record_bytes: int = MAX_RECORD_BYTES) -> None:
+        if not isinstance(max_record_bytes, int) or isinstance(max_record_bytes, bool) or max_record_bytes < 1:
+            raise InvalidArgumentError(f"max_record_bytes must be a positive integer, not {max_record_bytes!r}")
+        self.max_record_bytes = max_record_bytes
+
     def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
-        return load_jsonl(source, source.path.read_bytes())
+        limit = getattr(limits, "max_record_bytes", None) or self.max_record_bytes
+        with open(source.path, "rb") as fh:
+            if _bom_encoding(fh.read(4)) is not None:  # UTF-16/32: decoded whole, as any text file
+                fh.seek(0)
+                return load_jsonl(source, fh.read())
+            fh.seek(0)
+            docs: list[Document] = []
+            errors: list[LoadError] = []
+            for item in _records(source, _text_lines(fh, limit), limit):
+                (errors if isinstance(item, LoadError) else docs).append(item)
+        return LoadResult(docs, errors)
 
 
-def iter_jsonl(source: SourceFile) -> Iterator[Document | LoadError]:
+def iter_jsonl(source: SourceFile, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[Document | LoadError]:
     """The records of a large JSONL file one line at a time (memory: one line, and the ids seen
     for duplicate detection); the same documents and errors as a whole load.
 
@@ -99,16 +187,9 @@ def iter_jsonl(source: SourceFile) -> Iterator[Document | LoadError]:
     invalid UTF-8) found here, after records were handed out, raises :class:`LoadFailure`.
     """
 
-    def lines() -> Iterator[tuple[int, str]]:
-        with open(source.path, "rb") as fh:
-            for number, raw in enumerate(fh, start=1):
-                if number == 1:
-                    _sniff_binary(raw)
-                    raw = raw.removeprefix(_UTF8_BOM)
-                yield number, raw.decode("utf-8").removesuffix("\n")
-
     try:
-        yield from _records(source, lines())
+        with open(source.path, "rb") as fh:
+            yield from _records(source, _text_lines(fh, max_record_bytes), max_record_bytes)
     except (_Failed, UnicodeDecodeError) as exc:
         reason = str(exc) if isinstance(exc, _Failed) else "not UTF-8 text (the file changed while it was read)"
         raise LoadFailure(LoadError(source.doc_id, reason)) from None

@@ -10,8 +10,10 @@ offset in the file.
 from __future__ import annotations
 
 import codecs
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
 from contextkit.loaders._common import (
@@ -42,8 +44,56 @@ def text_metadata(suffix: str) -> dict[str, Any]:
     return {"format": _PROSE_FORMATS.get(suffix, "text")}
 
 
+_ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+(.+?)[ \t#]*$")
+_UNDERLINE = re.compile(r"^([=\-~^\"'`#*+:.<>_])\1{2,}[ \t]*$")
+_FIELD_TITLE = re.compile(r"^Title:[ \t]*(.+?)[ \t]*$")
+_TITLE_LINES = 200  # a title comes early; the search is bounded whatever the file
+_TITLE_CHARS = 1 << 16  # ...in lines and in characters, so a streamed file finds it in its first block
+
+
+def first_heading(text: str, fmt: str) -> str:
+    """The title of a Markdown or reStructuredText text: a ``Title:`` field (PEPs), the first ATX
+    heading (``# Title``, Markdown) or the first underlined line (``Title`` over ``=====``); "" if none.
+
+    Why: ``--header '{title}'`` would otherwise be empty for every .md/.rst file (only HTML,
+    PDF and JSONL carry a title of their own)."""
+    lines = text.splitlines()[:_TITLE_LINES]
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if fmt == "rst" and (m := _FIELD_TITLE.match(stripped)):
+            return m.group(1)
+        if fmt == "markdown" and (m := _ATX.match(line)):
+            return m.group(1).strip()
+        if stripped and i + 1 < len(lines) and _UNDERLINE.match(lines[i + 1].strip()) \
+                and not _UNDERLINE.match(stripped) and len(lines[i + 1].strip()) >= min(len(stripped), 3):
+            return stripped
+    return ""
+
+
 def load_text(source: SourceFile, data: bytes, suffix: str) -> list[Document]:
-    return [Document(source.doc_id, _decode(data), str(source.path), text_metadata(suffix))]
+    text = _decode(data)
+    metadata = text_metadata(suffix)
+    metadata["title"] = _title(text, metadata["format"], source)
+    return [Document(source.doc_id, text, str(source.path), metadata)]
+
+
+def _title(text: str, fmt: str, source: SourceFile) -> str:
+    """The document's title from the first :data:`_TITLE_CHARS` characters, else the file name."""
+    title = first_heading(text[:_TITLE_CHARS], fmt) if fmt in ("markdown", "rst") else ""
+    return title or PurePosixPath(source.doc_id).name
+
+
+def _head_text(path: Any) -> str:
+    """The first :data:`_TITLE_CHARS` characters of a UTF-8 file, as a whole load decodes them
+    (a BOM dropped; an undecodable head gives "", and the file fails later, when it is read)."""
+    with open(path, "rb") as fh:
+        data = fh.read(4 * _TITLE_CHARS)
+    if data.startswith(_UTF8_BOM):
+        data = data[len(_UTF8_BOM):]
+    try:
+        return codecs.getincrementaldecoder("utf-8")("strict").decode(data, final=False)[:_TITLE_CHARS]
+    except UnicodeDecodeError:
+        return ""
 
 
 class TextLoader(Loader):
@@ -74,6 +124,11 @@ class TextStream:
     def __post_init__(self) -> None:
         if not self.metadata:
             self.metadata = text_metadata(self.source.path.suffix.lower())
+            try:
+                head = _head_text(self.source.path)
+            except OSError:
+                head = ""  # reported when the blocks are read
+            self.metadata["title"] = _title(head, self.metadata["format"], self.source)
 
     @property
     def doc_id(self) -> str:

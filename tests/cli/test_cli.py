@@ -204,10 +204,10 @@ class TestReported:
         (tmp_path / "a.txt").write_text("some text\n", encoding="utf-8")
         cases = [
             (["chunk", str(tmp_path / "a.txt"), "--chunk-size", "8", "--overlap", "8"], 2),
-            (["ingest", str(tmp_path), "--index", str(tmp_path / "ix"), "--chunk-size", "8", "--overlap", "9"], 1),
+            (["ingest", str(tmp_path), "--index", str(tmp_path / "ix"), "--chunk-size", "8", "--overlap", "9"], 2),
             (["summarize", str(tmp_path / "a.txt")], 1),
             (["info", "--index", str(tmp_path)], 1),
-            (["search", "q", "--index", str(tmp_path), "--mode", "nope"], 1),
+            (["search", "q", "--index", str(tmp_path), "--mode", "nope"], 2),  # a usage error (issue 18)
         ]
         for args, code in cases:
             result = runner.invoke(app, args)

@@ -91,9 +91,9 @@ class TestOnnxBackend:
 
         monkeypatch.setenv("CONTEXTKIT_CACHE_DIR", str(tmp_path))
         first = OnnxEncoder(embedder.model, embedder._path)
-        mtime = first.path.stat().st_mtime_ns
+        inode = first.path.stat().st_ino  # an export replaces the file; a use only touches it (LRU pruning)
         second = OnnxEncoder(embedder.model, embedder._path)
-        assert second.path == first.path and second.path.stat().st_mtime_ns == mtime
+        assert second.path == first.path and second.path.stat().st_ino == inode
         assert not list(tmp_path.rglob("*.part"))
 
 
@@ -250,3 +250,33 @@ class TestPipeline:
             assert emb._resolved_device() == "cpu"
         assert any("CUDA is not available" in r.getMessage() for r in caplog.records)
         assert Embedder(device="auto")._resolved_device() == "cpu" and emb.batch_size == 64
+
+
+class TestSlices:
+    """Within one ingestion batch (512 chunks), progress moves and vectors are kept slice by slice,
+    so a bar does not sit at zero and Ctrl-C keeps what was embedded (issue 18)."""
+
+    def test_progress_and_cache_every_slice_and_an_interrupt_keeps_them(self, embedder):
+        texts = [f"note number {i} about bread" for i in range(3 * embedder.slice_size + 5)]
+
+        class Interrupting(MemoryCache):
+            puts = 0
+
+            def put_vectors(self, items):
+                super().put_vectors(items)
+                self.puts += 1
+                if self.puts == 2:
+                    raise KeyboardInterrupt
+
+        cache, seen = Interrupting(), []
+        saved = embedder.cache
+        embedder.cache = cache
+        try:
+            with pytest.raises(KeyboardInterrupt):
+                embedder.embed(texts, progress=seen.append)
+        finally:
+            embedder.cache = saved
+        assert embedder.slice_size <= 128 or embedder.batch_size > 64  # two model batches on a CPU
+        assert seen == [embedder.slice_size]  # the first slice reported before the interrupt
+        kept = cache.get_vectors([embedder.cache_key(t) for t in texts])
+        assert len(kept) == 2 * embedder.slice_size  # both slices embedded before Ctrl-C are kept

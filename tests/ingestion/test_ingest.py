@@ -158,3 +158,64 @@ class TestIngestRedaction:
         assert "example.org" not in texts and "4111" not in texts and texts.count("<EMAIL_1>") == 2
         with pytest.raises(IndexMismatchError, match="redact"):
             ingest([folder], tmp_path / "ix", embedder=embedder, redact=False)
+
+
+class TestFirstHour:
+    """The mistakes of a first hour (issue 18): refused before anything is written."""
+
+    def test_unknown_options_are_refused(self, tmp_path, small_corpus):
+        from contextkit.errors import UnknownOptionError
+
+        with pytest.raises(UnknownOptionError, match="'chunk_sise'; did you mean 'chunk_size'"):
+            ingest([small_corpus], tmp_path / "ix", chunk_sise=512)
+        with pytest.raises(UnknownOptionError, match="IngestConfig got an unknown option 'overlap'"):
+            IngestConfig(overlap=8)
+        with pytest.raises(ValueError, match="chunk_size"):  # overrides are validated too
+            ingest([small_corpus], tmp_path / "ix", IngestConfig(chunk_overlap=8), chunk_size=0)
+        assert not (tmp_path / "ix").exists()
+
+    def test_a_run_that_finds_nothing_writes_nothing(self, tmp_path):
+        from contextkit.errors import NothingToIngestError
+
+        (tmp_path / "empty").mkdir()
+        for paths in ([tmp_path / "typo"], [tmp_path / "empty"]):
+            with pytest.raises(NothingToIngestError, match="nothing to ingest"):
+                ingest(paths, tmp_path / "ix")
+        assert not (tmp_path / "ix").exists()
+
+    def test_the_same_file_under_another_name_stays_one_document(self, tmp_path, small_corpus, embedder,
+                                                               monkeypatch):
+        monkeypatch.chdir(small_corpus.parent)
+        ix = tmp_path / "ix"
+        ingest([small_corpus.name], ix, embedder=embedder)
+        report = ingest([small_corpus.resolve()], ix, embedder=embedder, prune=True)
+        assert report.files_unchanged == 3 and report.chunks_added == report.files_removed == 0
+        assert sorted(n.path for n in report.notes) == sorted(
+            f"{small_corpus.resolve().as_posix()}/{rel}" for rel in ("bm25.txt", "faiss.md", "sub/cooking.rst"))
+        with Index.open(ix, read_only=True) as index:
+            assert index.store.counts()["documents"] == 3
+
+    def test_config_file_takes_the_cli_names(self, tmp_path):
+        (tmp_path / "contextkit.toml").write_text(
+            '[ingest]\nembed_model = "m"\nstream_above = 2\nstrict = true\nquiet = true\noverlap = 8\n',
+            encoding="utf-8")
+        config = IngestConfig.from_config(tmp_path / "contextkit.toml")
+        assert (config.model, config.stream_above_bytes, config.chunk_overlap) == ("m", 2 << 20, 8)
+
+    def test_a_followed_folder_link_that_broke_is_reported_and_its_files_kept(self, tmp_path, embedder):
+        outside = tmp_path / "elsewhere"
+        outside.mkdir()
+        (outside / "kept.md").write_text("# Kept\n\nText reached through a link.\n", encoding="utf-8")
+        root = tmp_path / "root"
+        root.mkdir()
+        (root / "a.md").write_text("# A\n\nA file of the root.\n", encoding="utf-8")
+        os.symlink(outside, root / "ext")
+        ix = tmp_path / "ix"
+        assert ingest([root], ix, embedder=embedder, follow_symlinks=True).files_new == 2
+        (root / "ext").unlink()
+        os.symlink(tmp_path / "gone", root / "ext")  # the link breaks
+        report = ingest([root], ix, embedder=embedder, follow_symlinks=True, prune=True)
+        assert [f.reason for f in report.failures] == ["broken symlink (missing target or a loop)"]
+        assert report.files_removed == 0  # not pruned silently
+        with Index.open(ix, read_only=True) as index:
+            assert index.store.counts()["files"] == 2

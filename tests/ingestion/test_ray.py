@@ -50,7 +50,7 @@ def corpus(tmp_path_factory, peps) -> Path:
 @pytest.fixture(scope="module")
 def local_index(tmp_path_factory, corpus, embedder) -> tuple[Path, object]:
     folder = tmp_path_factory.mktemp("local") / "ix"
-    report = ingest([corpus], folder, embedder=embedder, batch_chunks=8)
+    report = ingest([corpus], folder, embedder=embedder, batch_chunks=8, **WIDE)
     assert report.chunks_added > 16
     return folder, report
 
@@ -80,6 +80,11 @@ def assert_same_index(ray_dir: Path, local_dir: Path) -> None:
     assert file_rows(ray_dir) == file_rows(local_dir)
 
 
+#: Chunks wider than the default (128 tokens), so some overflow the model's window and the
+#: windowed embedding path runs on the Ray workers too.
+WIDE = {"chunk_size": 256, "chunk_overlap": 32}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -91,7 +96,7 @@ class TestRayIngest:
     def test_same_index_as_local_and_rerun_does_nothing(self, ray_cluster, corpus, local_index, tmp_path):
         local_dir, local_report = local_index
         ix = tmp_path / "ray-ix"
-        report = ingest([corpus], ix, engine="ray", batch_chunks=8)
+        report = ingest([corpus], ix, **WIDE, engine="ray", batch_chunks=8)
         assert_same_index(ix, local_dir)
         for field in ("files_new", "documents", "empty_documents", "chunks_added", "tokens"):
             assert getattr(report, field) == getattr(local_report, field), field
@@ -101,7 +106,7 @@ class TestRayIngest:
         question = "What does the PEP propose?"
         assert [h.chunk.id for h in search_index(ix, question, k=5)] == \
                [h.chunk.id for h in search_index(local_dir, question, k=5)]
-        again = ingest([corpus], ix, engine="ray")
+        again = ingest([corpus], ix, **WIDE, engine="ray")
         assert (again.files_unchanged, again.files_new, again.chunks_added, again.embedding.model_inputs) == \
                (report.files_new, 0, 0, 0)
 
@@ -131,7 +136,7 @@ class TestRayIngest:
         limit = sizes[len(sizes) // 2]  # half the PEPs above it
         ix = tmp_path / "ray-ix"
         with caplog.at_level(logging.INFO, logger="contextkit"):
-            report = ingest([corpus], ix, engine="ray", batch_chunks=8, stream_above_bytes=limit,
+            report = ingest([corpus], ix, **WIDE, engine="ray", batch_chunks=8, stream_above_bytes=limit,
                             stream_block_bytes=1024, embedder=embedder)
         said = [r.getMessage() for r in caplog.records if "streamed and embedded on this machine" in r.getMessage()]
         assert said and said[0].startswith(f"ray: {sum(s > limit for s in sizes)} file(s) above {limit} bytes")
@@ -159,7 +164,7 @@ class TestRayIngest:
         monkeypatch.setenv(FAULT_ENV, str(marker))
         monkeypatch.setenv(FAULT_AFTER_ENV, "2")  # the embedding actor dies on its third batch
         ix = tmp_path / "ray-ix"
-        report = ingest([corpus], ix, engine="ray", batch_chunks=1)
+        report = ingest([corpus], ix, **WIDE, engine="ray", batch_chunks=1)
         assert marker.is_file()  # the worker process really did exit
         assert report.chunks_added == local_index[1].chunks_added
         assert_same_index(ix, local_index[0])
@@ -171,7 +176,7 @@ class TestRayIngest:
         Index.create(ix, model=DEFAULT_MODEL, dim=384, embedder=settings, tokenizer="cl100k_base",
                      chunker=ChunkerConfig(chunk_size=256, chunk_overlap=32).model_dump()).close()
         with pytest.raises(RayIngestError, match=r"after 0 of 10 changed files were committed") as failed:
-            ingest([corpus], ix, engine="ray")
+            ingest([corpus], ix, **WIDE, engine="ray")
         assert "does not match the index" in str(failed.value) and "run the same ingestion again" in str(failed.value)
         assert chunk_rows(ix) == [] and file_rows(ix) == []
 
@@ -180,7 +185,7 @@ class TestRayIngest:
         ix = tmp_path / "ix"
         address = f"ray://127.0.0.1:{free_port()}"
         with pytest.raises(RayClusterError, match=f"cannot reach the Ray cluster at {address}"):
-            ingest([corpus], ix, engine="ray", ray_address=address)
+            ingest([corpus], ix, **WIDE, engine="ray", ray_address=address)
         assert not ix.exists()
         result = CliRunner().invoke(app, ["ingest", str(corpus), "--index", str(ix), "--engine", "ray",
                                           "--address", f"127.0.0.1:{free_port()}", "-q"])
@@ -191,7 +196,7 @@ class TestRayIngest:
     def test_asking_for_gpus_the_cluster_lacks_writes_nothing(self, ray_cluster, corpus, tmp_path):
         ix = tmp_path / "ix"
         with pytest.raises(RayClusterError, match="the Ray cluster has 0"):
-            ingest([corpus], ix, engine="ray", num_gpus=1)
+            ingest([corpus], ix, **WIDE, engine="ray", num_gpus=1)
         assert not ix.exists()
 
 
@@ -200,7 +205,7 @@ class TestWithoutRay:
         monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
         monkeypatch.setitem(sys.modules, "ray.data", None)
         with pytest.raises(RayNotInstalledError, match=r"pip install 'contextkit\[ray\]'"):
-            ingest([corpus], tmp_path / "ix", engine="ray")
+            ingest([corpus], tmp_path / "ix", **WIDE, engine="ray")
         result = CliRunner().invoke(app, ["ingest", str(corpus), "--index", str(tmp_path / "ix"), "--engine", "ray"])
         assert result.exit_code == 2 and "pip install 'contextkit[ray]'" in " ".join(result.output.split())
         assert not (tmp_path / "ix").exists()

@@ -60,7 +60,8 @@ class TestTextStream:
         stream = TextStream(source(path), block)
         assert "".join(stream.blocks()) == load_file(source(path)).documents[0].text
         assert stream.n_chars == len(load_file(source(path)).documents[0].text)
-        assert stream.metadata == {"format": "markdown"} and stream.check() is None
+        # the same metadata as a whole load, title included (from the head of the file)
+        assert stream.metadata == load_file(source(path)).documents[0].metadata and stream.check() is None
 
     @pytest.mark.parametrize("data", [
         b"abc\xffdef" * 3000, b"x" * 9000 + "\u00e9".encode() + b"\xc3(" + b"y" * 10,
@@ -89,7 +90,8 @@ class TestTextStream:
     def test_only_text_formats_stream(self, tmp_path: Path) -> None:
         for name in ("a.html", "b.pdf", "c.jsonl"):
             assert open_text_stream(source(tmp_path / name)) is None
-        assert open_text_stream(source(tmp_path / "d.py")).metadata == {"format": "code", "language": "python"}
+        assert open_text_stream(source(tmp_path / "d.py")).metadata == {"format": "code", "language": "python",
+                                                                        "title": "d.py"}
 
 
 def write_jsonl(path: Path, n: int) -> Path:
@@ -281,5 +283,6 @@ class TestStreamedIngest:
         streamed = ingest([corpus], tmp_path / "streamed", embedder=embedder, **STREAM)
         assert [f.reason for f in streamed.failures] == [f.reason for f in whole.failures] and len(whole.failures) == 2
         assert rows(tmp_path / "streamed") == rows(tmp_path / "whole")
-        assert (streamed.documents, streamed.chunks_added) == (whole.documents, whole.chunks_added) == (28, 28)
+        assert (streamed.documents, streamed.chunks_added) == (whole.documents, whole.chunks_added)
+        assert whole.documents == 28 and whole.chunks_added >= 28  # a record may take two chunks at 128 tokens
 

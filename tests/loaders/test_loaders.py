@@ -299,7 +299,7 @@ class TestLoadText:
         assert doc.id == "docs/a.md"
         assert doc.text == "# Title\n\nBody  text\n"
         assert doc.source == str(path.resolve())
-        assert doc.metadata == {"format": "markdown"}
+        assert doc.metadata == {"format": "markdown", "title": "Title"}
 
     @pytest.mark.parametrize(("name", "fmt"), [("a.txt", "text"), ("a.rst", "rst"), ("a.markdown", "markdown"),
                                                ("LICENSE", "text"), ("A.MD", "markdown")])
@@ -308,7 +308,7 @@ class TestLoadText:
 
     def test_code_has_language(self, tmp_path: Path) -> None:
         doc = load_one(write(tmp_path / "m.py", "def f():\n    return 1\n"))
-        assert doc.metadata == {"format": "code", "language": "python"}
+        assert doc.metadata == {"format": "code", "language": "python", "title": "m.py"}
         assert load_one(write(tmp_path / "x.tsx", "x")).metadata["language"] == "typescript"
 
     def test_crlf_preserved(self, tmp_path: Path) -> None:

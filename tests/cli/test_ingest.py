@@ -1,0 +1,137 @@
+"""``contextkit ingest`` and ``contextkit chunk`` as a new user meets them (issue 18): an index kept
+beside the documents, one folder named three ways, the usual typos, one set of defaults."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextkit.cli import app
+
+runner = CliRunner()
+
+
+def ingest(*args: str):
+    return runner.invoke(app, ["ingest", *args])
+
+
+@pytest.fixture(scope="module")
+def pep_folder(tmp_path_factory, peps) -> Path:
+    """Four real PEPs in a folder of their own (copied: the index is written beside them)."""
+    folder = tmp_path_factory.mktemp("peps")
+    for name in ("pep-0002.rst", "pep-0004.rst", "pep-0020.rst", "pep-0257.rst"):
+        shutil.copy(next(p for p in peps if p.name == name), folder / name)
+    return folder
+
+
+class TestIndexBesideTheDocuments:
+    def test_three_runs_of_ingest_dot_settle_on_the_real_documents(self, pep_folder, monkeypatch, embedder):
+        monkeypatch.chdir(pep_folder)
+        runs = [json.loads(ingest(".", "--index", "my.ck-index", "--json").stdout) for _ in range(3)]
+        assert runs[0]["files_new"] == 4
+        for later in runs[1:]:
+            assert later["files_seen"] == 4 and later["files_unchanged"] == 4
+            assert later["chunks_added"] == later["embedding"]["texts"] == 0  # nothing re-embedded
+            assert later["notes"] == [{"path": "my.ck-index", "reason": "a contextkit index folder: not read"}]
+        info = json.loads(runner.invoke(app, ["info", "--index", "my.ck-index", "--json"]).stdout)
+        assert info["counts"]["files"] == info["counts"]["documents"] == 4
+
+    def test_one_folder_named_three_ways_is_stored_once(self, pep_folder, tmp_path, monkeypatch, embedder):
+        monkeypatch.chdir(pep_folder.parent)
+        ix = str(tmp_path / "ix.ck-index")
+        first = json.loads(ingest(pep_folder.name, "--index", ix, "--json").stdout)
+        again = json.loads(ingest(str(pep_folder.resolve()), "--index", ix, "--json").stdout)
+        monkeypatch.chdir(pep_folder)
+        third = ingest(".", "--index", ix)
+        assert first["files_new"] == 4 and again["files_unchanged"] == 4 and again["chunks_added"] == 0
+        assert sum("already indexed as" in n["reason"] for n in again["notes"]) == 4
+        assert third.exit_code == 0 and "already indexed as" in third.stdout, third.output
+        info = json.loads(runner.invoke(app, ["info", "--index", ix, "--json"]).stdout)
+        assert info["counts"]["documents"] == 4
+        hits = [json.loads(line) for line in runner.invoke(
+            app, ["search", "beautiful is better than ugly", "--index", ix, "--mode", "bm25", "-k", "3",
+                  "--json"]).stdout.splitlines()]
+        assert len({(h["doc_id"], h["start"]) for h in hits}) == 3  # three passages, not one three times
+
+
+class TestNothingToIngest:
+    @pytest.mark.parametrize("case", ["missing", "empty", "glob"])
+    def test_exit_1_with_a_message_and_nothing_written(self, tmp_path, case):
+        (tmp_path / "empty").mkdir()
+        (tmp_path / "docs").mkdir()
+        (tmp_path / "docs" / "a.md").write_text("# A\n", encoding="utf-8")
+        args = {"missing": ["dcos"], "empty": [str(tmp_path / "empty")],
+                "glob": [str(tmp_path / "docs"), "--glob", "*.mdx"]}[case]
+        result = ingest(*args, "--index", str(tmp_path / "ix"))
+        assert result.exit_code == 1
+        message = " ".join(result.stderr.split())
+        assert "nothing to ingest" in message and "nothing was written" in message
+        assert {"missing": "dcos: no such file", "empty": "no file of a supported format",
+                "glob": "matches --glob '*.mdx'"}[case] in message
+        assert not (tmp_path / "ix").exists()
+
+    def test_index_on_a_folder_of_other_files_is_refused(self, tmp_path, small_corpus):
+        (tmp_path / "photos").mkdir()
+        (tmp_path / "photos" / "cat.jpg").write_bytes(b"\xff\xd8")
+        result = ingest(str(small_corpus), "--index", str(tmp_path / "photos"))
+        assert result.exit_code == 1 and "not an index" in result.stderr
+        assert sorted(p.name for p in (tmp_path / "photos").iterdir()) == ["cat.jpg"]
+
+
+class TestEmbedModelFlag:
+    def test_an_llm_name_is_one_line_and_a_usage_error(self, tmp_path, small_corpus, monkeypatch):
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        result = ingest(str(small_corpus), "--index", str(tmp_path / "ix"), "--embed-model", "gpt-4o")
+        assert result.exit_code == 2, result.output
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and "embedding model 'gpt-4o' cannot be loaded" in lines[0]
+        assert "assemble --model gpt-4o" in lines[0] and "Traceback" not in result.output
+        assert not (tmp_path / "ix").exists()
+
+    def test_model_is_a_deprecated_alias(self, tmp_path, small_corpus, monkeypatch):
+        monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+        result = ingest(str(small_corpus), "--index", str(tmp_path / "ix"), "--model", "gpt-4o")
+        assert result.exit_code == 2 and "--model is deprecated" in result.stderr and "--embed-model" in result.stderr
+        clash = ingest(str(small_corpus), "--index", str(tmp_path / "ix"), "--model", "a", "--embed-model", "b")
+        assert clash.exit_code == 2 and "give one of them" in clash.stderr
+
+
+class TestOneSetOfDefaults:
+    def test_chunk_shows_what_ingest_stores(self, tmp_path, pep_folder, embedder):
+        pep = pep_folder / "pep-0257.rst"
+        shown = [json.loads(line) for line in runner.invoke(app, ["chunk", str(pep), "--json"]).stdout.splitlines()]
+        ix = tmp_path / "ix"
+        stored = json.loads(ingest(str(pep), "--index", str(ix), "--json").stdout)
+        assert stored["chunks_added"] == len(shown) > 1
+        info = json.loads(runner.invoke(app, ["info", "--index", str(ix), "--json"]).stdout)
+        from contextkit import TokenChunker
+
+        defaults = TokenChunker().config
+        assert (info["chunker"]["chunk_size"], info["chunker"]["chunk_overlap"]) == (
+            defaults.chunk_size, defaults.chunk_overlap)
+        assert stored["embedding"]["windowed_texts"] <= 0.02 * len(shown)  # chunks fit the model's window
+
+    def test_header_title_comes_from_the_first_heading(self, pep_folder):
+        from contextkit import TokenChunker
+        from contextkit.loaders import SourceFile, load_file
+
+        for name, title in (("pep-0020.rst", "The Zen of Python"), ("pep-0257.rst", "Docstring Conventions")):
+            doc = load_file(SourceFile(pep_folder / name, name)).documents[0]
+            assert TokenChunker(header="{title}").chunk(doc)[0].embedding_text.startswith(title + "\n")
+        result = runner.invoke(app, ["chunk", str(pep_folder / "pep-0020.rst"), "--header", "{title", "--json"])
+        assert result.exit_code == 2 and "not a valid template" in result.stderr
+
+
+class TestPrintedNames:
+    def test_control_characters_in_file_names_are_escaped(self, tmp_path, embedder):
+        folder = tmp_path / "docs"
+        folder.mkdir()
+        (folder / "ok.md").write_text("# Fine\n\nplain text about bread.\n", encoding="utf-8")
+        (folder / "evil\x1b[31mred\nforged: ok.txt").write_bytes(b"\x00\x01binary")
+        result = ingest(str(folder), "--index", str(tmp_path / "ix"))
+        assert result.exit_code == 0, result.output
+        assert "\x1b" not in result.output and "evil\\x1b[31mred\\nforged: ok.txt" in result.output
