@@ -14,6 +14,11 @@ to 1/2, 1/4 and 1/8 of its tokens by
 Retention = share of planted values still present verbatim in the compressed
 history. Goals (issue): >= 90% at 4x, and >= 2x the baseline's retention at 8x.
 
+Faithfulness: every summary line names its turn (``- [turn N] role: ...``) and its
+pieces (sentences, or runs of neighbouring sentences, split at the `` … `` gap mark)
+must be verbatim spans of that turn's message. ``verbatim`` is the share of pieces
+that are (goal 100%); ``altered facts`` counts pieces with a digit that are not.
+
     python bench/bench_history.py [--limit 200] [--json FILE]
 """
 
@@ -26,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from contextkit.compressors.history import HistorySummarizer
+from contextkit.compressors.history import GAP, HistorySummarizer
 from contextkit.records import Message
 from contextkit.tokenizers import get_tokenizer
 
@@ -79,6 +84,20 @@ def plant(conv: list[dict[str, Any]], rng: random.Random) -> tuple[list[Message]
     return msgs, facts, asked["question"], asked["value"]
 
 
+def faithfulness(summary: str | None, older: list[Message]) -> tuple[int, int, int]:
+    """(pieces, verbatim pieces, altered facts) of one summary against the turns it summarises."""
+    pieces = verbatim = altered = 0
+    for line in (summary or "").splitlines()[1:]:
+        head, _, body = line.partition(": ")
+        turn = int(head.split("]")[0].removeprefix("- [turn ")) - 1
+        for piece in body.split(GAP):
+            pieces += 1
+            ok = 0 <= turn < len(older) and piece in older[turn].content
+            verbatim += ok
+            altered += (not ok) and any(ch.isdigit() for ch in piece)
+    return pieces, verbatim, altered
+
+
 def newest_that_fit(msgs: list[Message], budget: int, count) -> list[Message]:
     kept, used = [], 0
     for m in reversed(msgs):
@@ -100,7 +119,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     summarizer = HistorySummarizer()
     for ratio in args.ratios:
         stats = {"ck_asked": 0, "ck_all": 0, "base_asked": 0, "base_all": 0, "facts": 0, "in": 0, "ck_out": 0,
-                 "base_out": 0, "seconds": 0.0}
+                 "base_out": 0, "seconds": 0.0, "pieces": 0, "verbatim": 0, "altered": 0}
         for msgs, facts, question, value in planted:
             total = sum(tok.count(m.content) for m in msgs)
             budget = total // ratio
@@ -109,6 +128,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             result = summarizer.compress(msgs, question, keep_last=len(recent),
                                          max_tokens=budget - sum(tok.count(m.content) for m in recent))
             stats["seconds"] += time.perf_counter() - started
+            pieces, verbatim, altered = faithfulness(result.summary, result.summarized)
+            stats["pieces"] += pieces
+            stats["verbatim"] += verbatim
+            stats["altered"] += altered
             ck_text = "\n".join([result.summary or ""] + [m.content for m in result.recent])
             base = newest_that_fit(msgs, budget, tok.count)
             base_text = "\n".join(m.content for m in base)
@@ -126,6 +149,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             "asked: contextkit": stats["ck_asked"] / n, "asked: newest turns": stats["base_asked"] / n,
             "all facts: contextkit": stats["ck_all"] / stats["facts"],
             "all facts: newest turns": stats["base_all"] / stats["facts"],
+            "verbatim": stats["verbatim"] / max(stats["pieces"], 1), "altered facts": stats["altered"],
             "ms/conversation": 1000 * stats["seconds"] / n})
     header = list(rows[0])
     widths = [max(len(h), 10) for h in header]
@@ -135,6 +159,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         log("  ".join((f"{v:.3f}" if isinstance(v, float) else str(v)).rjust(w) for v, w in zip(r.values(), widths)))
     four = next((r for r in rows if r["ratio"] == "4x"), None)
     eight = next((r for r in rows if r["ratio"] == "8x"), None)
+    log(f"summary pieces verbatim in their turn: {min(r['verbatim'] for r in rows):.3f} (goal 1.000); altered facts: "
+        f"{sum(r['altered facts'] for r in rows)} (goal 0)")
     if four:
         log(f"4x: asked-fact retention {four['asked: contextkit']:.3f} (goal >= 0.90: "
             f"{'met' if four['asked: contextkit'] >= 0.9 else 'NOT met'})")

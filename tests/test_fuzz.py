@@ -198,6 +198,14 @@ ATTACK_TEXT = st.lists(st.one_of(ATTACK_PARTS, st.text(NO_SURROGATES, max_size=3
 ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
+def assembled_view(text: str) -> str:
+    """What an XML parser gives back for untrusted text the assembler put in a prompt: invisible
+    characters removed first (``keep_invisible=False``, the default), then as :func:`xml_view`."""
+    from contextkit.assembly._invisible import strip_invisible
+
+    return xml_view(strip_invisible(text)[0])
+
+
 def xml_view(text: str) -> str:
     """What an XML parser gives back for document text we escaped: illegal characters
     replaced, and line ends normalised (the parser's rule, not ours)."""
@@ -247,14 +255,14 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order)
         item = by_id[d.get("id")]
         assert d.get("source") == (ILLEGAL.sub("\ufffd", item.source) if item.source else None)
         if kept[item.id].status == "included":  # rendered as "\n" + text + "\n"
-            assert d.text == xml_view("\n" + item.text + "\n")
+            assert d.text == assembled_view("\n" + item.text + "\n")
         else:
-            assert d.get("truncated") == "true" and xml_view("\n" + item.text).startswith(d.text[:-1])
+            assert d.get("truncated") == "true" and assembled_view("\n" + item.text).startswith(d.text[:-1])
     history = root.find("history")
     messages = [i for i in report.items if i.section == "history" and i.status in ("included", "truncated")]
     if history is not None:
         assert len(messages) <= len(history) <= len(messages) + 1  # + a summary of older turns
-    assert root.find("question").text == xml_view("\n" + (question or "?") + "\n")
+    assert root.find("question").text == assembled_view("\n" + (question or "?") + "\n")
     return True
 
 
@@ -278,9 +286,17 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
     assert len(h2) == len(shown)
     kept = [i for i in report.items if i.status in ("included", "truncated")]
     assert len(kept) <= len(h3) <= len(kept) + 1  # + a summary of older turns
-    assert len(fences) == len(h3) + sum(1 for s in shown if s.name not in ("evidence", "history"))
+    # Our own instructions are prose (fenced only when a line would read as Markdown structure);
+    # every other body (the question, untrusted text) is fenced.
+    prose = ("key_instructions", "system", "task", "reminder")
+    bodies = [s for s in shown if s.name not in ("evidence", "history")]
+    fenced = sum(1 for s in bodies if s.role not in prose)
+    assert len(h3) + fenced <= len(fences) <= len(h3) + len(bodies)
     normalise = lambda t: t.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
-    assert normalise((question or "?") + "\n") in fences  # the parser normalises line ends, across our "\n" too
+    from contextkit.assembly._invisible import strip_invisible
+
+    asked = strip_invisible(question)[0] or "?"  # invisible characters are removed from untrusted text
+    assert normalise(asked + "\n") in fences  # the parser normalises line ends, across our "\n" too
     return True
 
 

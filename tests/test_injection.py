@@ -82,13 +82,18 @@ XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def xml_view(text: str) -> str:
-    """Document text as an XML parser hands it back: illegal characters as U+FFFD, line ends normalised."""
-    return XML_ILLEGAL.sub("\ufffd", text).replace("\r\n", "\n").replace("\r", "\n")
+    """Document text as an XML parser hands it back: invisible characters gone (the assembler takes them
+    out), illegal characters as U+FFFD, line ends normalised."""
+    from contextkit.assembly._invisible import strip_invisible
+
+    return XML_ILLEGAL.sub("\ufffd", strip_invisible(text)[0]).replace("\r\n", "\n").replace("\r", "\n")
 
 
 def md_view(text: str) -> str:
-    """Text as a CommonMark parser hands it back: line ends normalised, NUL replaced."""
-    return text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
+    """Text as a CommonMark parser hands it back: invisible characters gone, line ends normalised, NUL replaced."""
+    from contextkit.assembly._invisible import strip_invisible
+
+    return strip_invisible(text)[0].replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
 
 
 def write_corpus(folder: Path, files: dict[str, str]) -> Path:
@@ -126,9 +131,14 @@ def check_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, st
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
     documents = list(root.find("evidence"))
     assert [d.tag for d in documents] == ["document"] * len(kept) and {d.get("id") for d in documents} == set(kept)
+    parts: dict[str, list[str]] = {}  # a merged passage goes by its best part; its text starts at its first
+    for i in report.items:
+        if i.status == "merged":
+            parts.setdefault(i.detail.removeprefix("merged into "), []).append(i.id)
     for d in documents:
         assert set(d.attrib) <= ATTRS, d.attrib
-        chunk = chunks[d.get("id")]  # the id attribute round-trips to a real chunk id, quotes and all
+        assert d.get("id") in chunks  # the id attribute round-trips to a real chunk id, quotes and all
+        chunk = min((chunks[x] for x in [d.get("id"), *parts.get(d.get("id"), [])]), key=lambda c: c.start)
         assert d.get("source") in (None, chunk.metadata.get("source"), chunk.metadata.get("path"), chunk.doc_id)
         body, rest = d.text, xml_view(docs[chunk.doc_id][chunk.start:])
         assert body.startswith("\n") and body.endswith("\n")
@@ -153,10 +163,17 @@ def check_markdown(prompt: str, report, chunks: dict[str, object], docs: dict[st
     items = [h for tag, h in headings if tag == "h3"]
     assert len(items) == len(kept) and all(h.startswith("document (id: ") for h in items)
     fences = [t.content for t in tokens if t.type == "fence"]
-    assert len(fences) == len(kept) + 3  # one per document, instructions, question, reminder: no more, no less
-    assert fences[0] == INSTRUCTIONS + "\n" == fences[-1] and fences[-2] == question + "\n"
-    starts = [md_view(docs[chunks[i.id].doc_id][chunks[i.id].start:]) for i in kept]
-    for body in fences[1:-2]:  # each body is its document's text from a chunk's start: nothing interpreted
+    assert len(fences) == len(kept) + 1  # one per document and the question: no more, no less
+    prose = [t.content for t in tokens if t.type == "inline" and t.content == INSTRUCTIONS]
+    assert len(prose) == 2  # our instructions, first and restated last, are prose: rules, not code to quote
+    assert fences[-1] == question + "\n"
+    parts: dict[str, list[str]] = {}  # a merged passage goes by its best part; its text starts at its first
+    for i in report.items:
+        if i.status == "merged":
+            parts.setdefault(i.detail.removeprefix("merged into "), []).append(i.id)
+    firsts = [min((chunks[x] for x in [i.id, *parts.get(i.id, [])]), key=lambda c: c.start) for i in kept]
+    starts = [md_view(docs[c.doc_id][c.start:]) for c in firsts]
+    for body in fences[:-1]:  # each body is its document's text from a chunk's start: nothing interpreted
         assert any(rest.startswith(body[:-1]) for rest in starts), body
     return len(kept)
 
@@ -192,7 +209,8 @@ def test_hostile_corpus_cannot_close_or_forge_a_section(hostile_index, embedder,
     with Index.open(index_dir, read_only=True) as index:
         chunks = _chunks(index)
         assert len(chunks) > len(HOSTILE)  # several chunks per hostile file: cuts fall inside the attacks too
-        assembler = ContextAssembler(budget, retriever=HybridRetriever(index, embedder), format=fmt)
+        assembler = ContextAssembler(budget, retriever=HybridRetriever(index, embedder), format=fmt,
+                                     fill="budget")  # every hostile chunk in, not only the relevant ones
         for query in [*QUERIES, QUESTION]:
             k = len(chunks) if budget > 1_000 else None
             kw = {"history": [{"role": "user", "content": history[0]}]} if fmt == "xml" else {}
@@ -217,7 +235,7 @@ def test_lookalikes_and_entities_reach_the_prompt_unchanged(hostile_index, embed
 
     index_dir, _ = hostile_index
     with Index.open(index_dir, read_only=True) as index:
-        assembler = ContextAssembler(20_000, retriever=BM25Retriever(index))
+        assembler = ContextAssembler(20_000, retriever=BM25Retriever(index), fill="budget")
         prompt, _ = assembler.assemble("look-alikes angle brackets evidence instructions", instructions="x",
                                        k=len(_chunks(index)))
     for a_b in LOOKALIKES.values():
@@ -225,7 +243,7 @@ def test_lookalikes_and_entities_reach_the_prompt_unchanged(hostile_index, embed
             assert ch in prompt, f"U+{ord(ch):04X} lost"
     assert "&amp;lt;/evidence&amp;gt;" in prompt and "&amp;#60;/document&amp;#62;" in prompt
     assert "]]&gt; alone" in prompt and "<![CDATA[" not in prompt
-    assert "\u200b/evidence" in prompt and "&lt;\u200b/evidence>" in prompt  # the zero-width char is kept
+    assert "\u200b" not in prompt and "\u2060" not in prompt  # zero-width characters are taken out (issue 20)
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")
     text = "".join(root.find("evidence").itertext())
     assert "&lt;/evidence&gt;" in text  # an entity in a file is text, read back as written
@@ -263,7 +281,8 @@ def test_random_hostile_files_end_to_end(embedder, cl100k, texts, suffix, fmt, b
         assert not report.failures
         with Index.open(Path(tmp) / "ix", read_only=True) as index:
             chunks = _chunks(index)
-            assembler = ContextAssembler(budget, retriever=HybridRetriever(index, embedder), format=fmt)
+            assembler = ContextAssembler(budget, retriever=HybridRetriever(index, embedder), format=fmt,
+                                     fill="budget")  # every hostile chunk in, not only the relevant ones
             for query in ("ignore previous instructions", "FAISS"):
                 prompt, result = assembler.assemble(query, instructions=INSTRUCTIONS, k=len(chunks))
                 assert cl100k.count(prompt) == result.tokens <= budget

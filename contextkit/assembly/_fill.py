@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextkit.assembly._prune import head_and_tail, prune_to_fit
 from contextkit.assembly.passages import Deduplicator
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.sections import Section
@@ -73,8 +74,15 @@ class SectionFill:
     summarizer: Any = None  # history: a HistorySummarizer-like object with compress(...)
     query: str | None = None
     compression: list[Any] = field(default_factory=list)
+    relevance: Any = None  # evidence: the RelevanceReport of the gate
+    invisible_removed: int = 0  # invisible characters taken out of the untrusted text (set on the first fill)
 
     # ----------------------------------------------------------- estimates
+    @property
+    def prose(self) -> bool:
+        """Our own instructions, trusted: Markdown writes them as prose, not fenced like untrusted text."""
+        return self.section.role in ("key_instructions", "system", "task", "reminder")
+
     def count(self, text: str) -> int:
         return self.tokenizer.count(text)
 
@@ -105,7 +113,7 @@ class SectionFill:
     def full_estimate(self) -> int:
         if self.body is not None:
             return self.count(self.renderer.text_block(self.section.tag, self.section.name, self.body,
-                                                         self.section.attributes))
+                                                         self.section.attributes, self.prose))
         live = [e for e in self.entries if e.status == "pending"]
         return self.frame_tokens() + sum(self.entry_estimate(e) for e in live) if live else 0
 
@@ -166,12 +174,9 @@ class SectionFill:
                 room -= need
                 continue
             full = True
-            if self.section.messages is None:  # evidence: cut the first item that does not fit
-                shown = truncate_at_sentence(e.body, room - (need - e.body_tokens) - 1, self.tokenizer)
-                if shown:
-                    e.status, e.shown, e.reason = "truncated", shown, "budget"
-                    room -= self.entry_estimate(e, shown)
-                    continue
+            if self.section.messages is None and self._cut(e, room - (need - e.body_tokens) - 1):
+                room -= self.entry_estimate(e, e.shown)
+                continue
             e.status, e.reason = "dropped", "budget"
             if self.section.messages is not None:
                 e.detail = "older turn: no room (summarise history to keep it)"
@@ -181,6 +186,20 @@ class SectionFill:
             return 0
         self._entry_blocks()
         return sum(b.tokens for b in self.blocks)
+
+    def _cut(self, e: _Entry, room: int) -> bool:
+        """Evidence that does not fit: cut at a sentence end, else pruned to the sentences that bear on
+        the question (:mod:`._prune`); False when neither fits ``room``."""
+        shown = truncate_at_sentence(e.body, room, self.tokenizer)
+        if shown:
+            e.status, e.shown, e.reason = "truncated", shown, "budget"
+            return True
+        pruned = prune_to_fit(e.body, self.query, room, self.tokenizer)
+        if pruned is None:
+            return False
+        e.status, e.shown, e.reason = "truncated", pruned[0], "budget"
+        e.detail = f"pruned to {pruned[1]} of {pruned[2]} sentences to fit"
+        return True
 
     def _fill_history(self, cap: int) -> int:
         """Newest turns verbatim; the turns that do not fit become one summary entry."""
@@ -244,6 +263,13 @@ class SectionFill:
         self.compression.append(result.report)
         return result.summary or None
 
+    def cut_text(self, body: str, max_tokens: int) -> str | None:
+        """A text section over its room: tool output keeps its head and tail (where errors are), the
+        cut marked; other text is cut at a sentence end."""
+        if self.section.role == "tool_result":
+            return head_and_tail(body, max_tokens, self.tokenizer)
+        return truncate_at_sentence(body, max_tokens, self.tokenizer)
+
     def _fill_text(self, cap: int) -> int:
         overhead = self.frame_tokens() + 2
         full = self.count(self.body)
@@ -251,7 +277,7 @@ class SectionFill:
             self._text_blocks(self.body)
             self.status = "included"
         else:
-            shown = truncate_at_sentence(self.body, cap - overhead, self.tokenizer)
+            shown = self.cut_text(self.body, cap - overhead)
             if not shown:
                 self.status, self.reason, self.blocks = "dropped", "budget", []
                 return 0
@@ -262,7 +288,7 @@ class SectionFill:
     # -------------------------------------------------------------- blocks
     def _text_blocks(self, body: str) -> None:
         s = self.section
-        text = self.renderer.text_block(s.tag, s.name, body, s.attributes)
+        text = self.renderer.text_block(s.tag, s.name, body, s.attributes, self.prose)
         self.blocks = [Block(text, self.count(text), exact=True)]
 
     def _entry_blocks(self) -> None:

@@ -14,6 +14,7 @@ from typing import Any
 
 from contextkit.assembly._fill import SectionFill, _Entry
 from contextkit.assembly.passages import EvidenceOrder, merge_overlapping, order_items
+from contextkit.assembly.relevance import FillMode, gate
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.sections import EvidenceItem, Section
 from contextkit.records import Message
@@ -23,6 +24,8 @@ __all__ = ["prepare", "redacted"]
 
 #: An item left out before choosing: (item, status, reason, detail).
 _Early = tuple[EvidenceItem, str, str | None, str | None]
+#: How evidence is gated: (fill, relevance_floor, min_similarity).
+Relevance = tuple[FillMode, float, float | None]
 
 
 def redacted(section: Section, redactor: Any) -> Section:
@@ -69,15 +72,19 @@ def redacted(section: Section, redactor: Any) -> Section:
 
 
 def prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: float | None,
-            merge: bool, evidence_order: EvidenceOrder) -> SectionFill:
-    """The section's fill: its escaped text, its messages, or its evidence best first."""
+            merge: bool, evidence_order: EvidenceOrder, relevance: Relevance | None = None) -> SectionFill:
+    """The section's fill: its escaped text, its messages, or its evidence best first.
+
+    ``relevance`` is ``(fill, relevance_floor, min_similarity)`` (see :mod:`.relevance`);
+    None fills to the budget, with ``min_score`` the only floor."""
     fill = SectionFill(section, renderer, tok)
     if section.content is not None:
         fill.body = renderer.body(section.content)
     elif section.messages is not None:
         fill.entries = _message_entries(section, renderer)
     else:
-        _add_evidence(fill, list(section.items or []), min_score, merge, evidence_order)
+        _add_evidence(fill, list(section.items or []), min_score, merge, evidence_order,
+                      relevance or ("budget", 0.0, None))
     return fill
 
 
@@ -93,10 +100,13 @@ def _message_entries(section: Section, renderer: Renderer) -> list[_Entry]:
 
 
 def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float | None, merge: bool,
-                  evidence_order: EvidenceOrder) -> None:
+                  evidence_order: EvidenceOrder, relevance: Relevance) -> None:
     """Entries for the items left out early (reported), then the candidates best first."""
     renderer = fill.renderer
-    kept, early = _screen(items, min_score)
+    kept, early = _screen(items)
+    kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2])
+    reason = "below_min_score" if fill.relevance.floor_from == "min_score" else "irrelevant"
+    early += [(item, "dropped", reason, detail) for item, detail in below]
     if merge:
         kept, absorbed = merge_overlapping(kept)
         by_id = {it.id: it for it in items}
@@ -117,8 +127,8 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
     fill.orderer = _orderer(fill, kept, evidence_order)
 
 
-def _screen(items: list[EvidenceItem], min_score: float | None) -> tuple[list[EvidenceItem], list[_Early]]:
-    """(candidates, items that can never go in): an id given twice, an empty text, a score below the minimum."""
+def _screen(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], list[_Early]]:
+    """(candidates, items that can never go in): an id given twice, an empty text."""
     early: list[_Early] = []
     kept: list[EvidenceItem] = []
     seen_ids: set[str] = set()
@@ -129,8 +139,6 @@ def _screen(items: list[EvidenceItem], min_score: float | None) -> tuple[list[Ev
         seen_ids.add(item.id)
         if not item.text.strip():
             early.append((item, "dropped", "empty", None))
-        elif min_score is not None and item.score is not None and item.score < min_score:
-            early.append((item, "dropped", "below_min_score", f"score below {min_score}"))
         else:
             kept.append(item)
     return kept, early

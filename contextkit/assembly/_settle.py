@@ -57,6 +57,7 @@ def settle(fills: list[SectionFill], flexible: list[SectionFill], limit: int, to
     lowest_first = flexible[::-1]
     for _ in range(8):
         total = _exact(fills, tok, stable)
+        lowest_first = _giving_order(flexible, limit)
         if total > limit:
             if not any(shrink(f, total - limit) for f in lowest_first):
                 raise BudgetError(f"cannot fit the prompt in {limit:,} tokens (at {total:,})")  # pinned-only
@@ -70,6 +71,14 @@ def settle(fills: list[SectionFill], flexible: list[SectionFill], limit: int, to
             raise BudgetError(f"cannot fit the prompt in {limit:,} tokens (at {total:,})")
         total = _exact(fills, tok, stable)
     return total
+
+
+def _giving_order(flexible: list[SectionFill], limit: int) -> list[SectionFill]:
+    """Lowest priority first, but a section within its minimum share gives back last: the share
+    was promised (the history's recent turns keep theirs when evidence, ahead of it, overshoots)."""
+    lowest = flexible[::-1]
+    held = [f for f in lowest if f.section.min_share and sum(b.tokens for b in f.blocks) <= f.section.min_share * limit]
+    return [f for f in lowest if f not in held] + held
 
 
 def shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
@@ -93,7 +102,8 @@ def _shrink_text(f: SectionFill, excess: int, whole: bool) -> bool:
         return False
     current = f.shown if f.shown is not None else f.body
     body_tokens = f.count(current)
-    shown = None if whole else truncate_at_sentence(current, body_tokens - excess - 2, f.tokenizer)
+    source = f.body if f.section.role == "tool_result" else current  # head and tail are cut from the whole
+    shown = None if whole else f.cut_text(source, body_tokens - excess - 2)
     if shown and shown != current:
         f.shown, f.status, f.reason = shown, "truncated", "budget"
         f._text_blocks(shown)
@@ -149,7 +159,7 @@ def grow(f: SectionFill, room: int) -> bool:
 def _grow_text(f: SectionFill, room: int) -> bool:
     if f.status != "truncated":
         return False
-    shown = truncate_at_sentence(f.body, f.count(f.shown) + room - 2, f.tokenizer)
+    shown = f.cut_text(f.body, f.count(f.shown) + room - 2)
     if not shown or len(shown) <= len(f.shown):
         return False
     f.shown = shown
@@ -164,7 +174,7 @@ def _next_candidate(f: SectionFill) -> _Entry | None:
     for e in f.entries:
         if e.status == "dropped" and e.reason == "budget" and e.detail is None:
             dup = f.dedup.check(e.id, e.body) if f.dedup is not None else None
-            if dup is None:
+            if dup is None or dup[1] == e.id:  # checked (and so remembered) when it was left out for room
                 return e
             e.reason, e.detail = dup[0], f"repeats {dup[1]}"
     return None

@@ -33,10 +33,21 @@ from typing import Any, Literal, NamedTuple
 from pydantic import BaseModel, ConfigDict, Field
 
 from contextkit.assembly._fill import SectionFill
+from contextkit.assembly._invisible import without_invisible
 from contextkit.assembly._prepare import prepare, redacted
 from contextkit.assembly._settle import settle, share_out
+from contextkit.assembly.messages import (
+    OVERHEAD,
+    ChatParts,
+    ChatStyle,
+    build_messages,
+    chat_parts,
+    chat_reserve,
+    count_messages,
+)
 from contextkit.assembly.passages import Deduplicator, EvidenceOrder
 from contextkit.assembly.profiles import ModelProfile, get_profile
+from contextkit.assembly.relevance import FillMode
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
 from contextkit.assembly.sections import Section, SectionError
@@ -46,12 +57,33 @@ from contextkit.tokenizers import Tokenizer, get_tokenizer
 __all__ = ["AssemblyOptions", "AssemblyResult", "BudgetError", "assemble", "resolve_budget"]
 
 
-class AssemblyResult(NamedTuple):
+class _Result(NamedTuple):
     prompt: str
     report: AssemblyReport
 
+
+class AssemblyResult(_Result):
+    """``(prompt, report)``, and the same prompt as chat messages (:meth:`messages`)."""
+
+    _chat: ChatParts | None = None  # set by assemble(); a result built by hand has no chat parts
+
     def __str__(self) -> str:
         return self.prompt
+
+    def messages(self, style: ChatStyle = "openai") -> Any:
+        """The prompt as chat messages in ``style`` (see :mod:`contextkit.assembly.messages`): a system
+        message with the key instructions, the recent turns as real user/assistant messages, then one
+        user message with the evidence, the summary of older turns, the question and the reminder."""
+        if self._chat is None:
+            raise SectionError("this result carries no chat parts: build it with assemble()")
+        return build_messages(self._chat, style)
+
+    def message_tokens(self, style: ChatStyle = "openai", tokenizer: str | Tokenizer | None = None) -> int:
+        """Tokens of :meth:`messages` with the chat format's per-message overhead (exact for openai)."""
+        if self._chat is None:
+            raise SectionError("this result carries no chat parts: build it with assemble()")
+        tok = get_tokenizer(tokenizer or self.report.tokenizer) if not isinstance(tokenizer, Tokenizer) else tokenizer
+        return count_messages(self._chat, style, tok)
 
 
 class AssemblyOptions(BaseModel):
@@ -72,11 +104,24 @@ class AssemblyOptions(BaseModel):
     restate_tag: str = "reminder"
     merge_passages: bool = True
     near_duplicate_threshold: float | None = Field(default=0.8, ge=0.0, le=1.0)
-    min_score: float | None = None
+    min_score: float | None = Field(default=None, description="evidence scoring below this is left out (with "
+                                    "fill='relevant' it sets the relevance floor in place of relevance_floor)")
+    fill: FillMode = Field(default="relevant", description="'relevant': the budget is a cap and evidence stops "
+                           "where relevance falls away; 'budget': fill to the cap")
+    relevance_floor: float = Field(default=0.3, ge=0.0, le=1.0, description="fill='relevant': evidence scoring "
+                                   "below this share of the best hit's score stops (0: no floor; 0.3 chosen on "
+                                   "SciFact train queries, bench/bench_relevance.py --sweep)")
+    min_similarity: float | None = Field(default=0.3, description="fill='relevant': when the best passage's "
+                                         "query similarity is below this, the question is off topic: no evidence")
     item_tag: str = "document"
     message_tag: str = "message"
     keep_text: bool = False
+    keep_invisible: bool = Field(default=False, description="keep invisible and deceptive characters (tag "
+                                 "characters, bidi controls, zero-width) in untrusted text; removed and counted "
+                                 "by default")
     verify: bool = Field(default=False, description="also recount the prompt in one piece (a second pass)")
+    chat: ChatStyle | None = Field(default=None, description="the result will be sent as chat messages in this "
+                                   "style: their per-message overhead is kept out of the budget")
     audit_log: str | Path | None = None
     audit_text: bool = False
 
@@ -123,8 +168,10 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     fills = _prepare_all(list(sections), renderer, tok, opts, redactor)
     notes = [f"section {f.section.name!r} is empty" for f in fills if f.body is None and not f.entries]
     _hand_history(fills, history_summarizer)
-    flexible = _spend(fills, limit, opts)
-    total = settle(fills, flexible, limit, tok)
+    room = limit - (chat_reserve(opts.chat, tok) if opts.chat else 0)
+    flexible = _spend(fills, room, opts)
+    total = settle(fills, flexible, room, tok)
+    chat = chat_parts(fills)
     for f in fills:
         f.release(opts.keep_text)
     prompt = "".join(b.text for f in fills for b in f.blocks)
@@ -135,9 +182,14 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     report = _report(fills, prompt, total, limit, profile, tok, opts, notes, started)
     if redactor is not None:
         report.compression.append(redactor.report())
+    if opts.chat:
+        report.chat_style, report.chat_tokens = opts.chat, count_messages(chat, opts.chat, tok)
+        report.chat_tokens_exact = OVERHEAD[opts.chat][2] and report.exact_tokenizer
     if opts.audit_log is not None:
         report.append_to_log(opts.audit_log, include_text=opts.audit_text)
-    return AssemblyResult(prompt, report)
+    result = AssemblyResult(prompt, report)
+    result._chat = chat
+    return result
 
 
 def _with_option_keywords(fn: Any) -> Any:
@@ -173,8 +225,15 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
     order = sorted(range(len(sections)), key=lambda i: (sections[i].layout_rank, i))
     if redactor is not None:
         sections = [redacted(s, redactor) for s in sections]
-    fills = [prepare(sections[i], renderer, tok, opts.min_score, opts.merge_passages, opts.evidence_order)
+    removed = 0
+    if not opts.keep_invisible:
+        cleaned = [without_invisible(s) for s in sections]
+        sections, removed = [s for s, _ in cleaned], sum(n for _, n in cleaned)
+    gate = (opts.fill, opts.relevance_floor, opts.min_similarity)
+    fills = [prepare(sections[i], renderer, tok, opts.min_score, opts.merge_passages, opts.evidence_order, gate)
              for i in order]
+    if fills:
+        fills[0].invisible_removed = removed  # for the report
     keys = [f for f in fills if f.section.role == "key_instructions" and f.body]
     if opts.restate_instructions and keys:
         fills.append(prepare(Section(name="reminder", role="reminder", pinned=True, tag=opts.restate_tag,
@@ -189,6 +248,8 @@ def _hand_history(fills: list[SectionFill], history_summarizer: Any) -> None:
     for f in fills:
         if f.section.messages is not None:
             f.summarizer, f.query = history_summarizer, question or None
+        elif f.section.items is not None:
+            f.query = question or None  # evidence pruned to fit keeps the sentences that bear on it
 
 
 def _spend(fills: list[SectionFill], limit: int, opts: AssemblyOptions) -> list[SectionFill]:
@@ -230,6 +291,9 @@ def _sha256(block_lists: Iterable[Any]) -> str:
 def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profile: ModelProfile | None,
             tok: Tokenizer, opts: AssemblyOptions, notes: list[str], started: float) -> AssemblyReport:
     sections, items = [], []
+    relevance = next((f.relevance for f in fills if f.relevance is not None), None)
+    if relevance is not None and relevance.message:
+        notes.append(relevance.message)
     offset = 0
     for f in fills:
         start = offset
@@ -241,7 +305,26 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
         characters=len(prompt), budget_used_percent=round(100.0 * total / limit, 3),
         estimated_cost_usd=profile.cost(total) if profile else None, seconds=time.perf_counter() - started,
         prompt_sha256=_sha256(f.blocks for f in fills), sections=sections, items=items,
-        notes=notes, compression=[r for f in fills for r in f.compression])
+        notes=notes, compression=[r for f in fills for r in f.compression], relevance=relevance,
+        warnings=_evidence_warnings(fills, limit, relevance),
+        invisible_removed=sum(f.invisible_removed for f in fills))
+
+
+def _evidence_warnings(fills: list[SectionFill], limit: int, relevance: Any) -> list[str]:
+    """Why a prompt went out without evidence, when it did: off topic, nothing given, or no room."""
+    evidence = [f for f in fills if f.section.items is not None]
+    if not evidence or any(e.status in ("included", "truncated") for f in evidence for e in f.entries):
+        return []
+    if relevance is not None and relevance.off_topic:
+        return [relevance.message]
+    candidates = [e for f in evidence for e in f.entries if e.reason == "budget"]
+    if not candidates:
+        gone = sum(len(f.entries) for f in evidence)
+        return [f"no evidence: none of the {gone} items given could be used" if gone
+                else "no evidence: the retriever found nothing for this question"]
+    pinned = sum(b.tokens for f in fills if f.section.pinned for b in f.blocks)
+    return [f"no evidence fits: the budget of {limit:,} tokens is too small (the pinned sections take "
+            f"{pinned:,}, and no passage can be cut to fit the rest); the prompt has no evidence"]
 
 
 def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport], keep_text: bool) -> SectionReport:
@@ -261,7 +344,8 @@ def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport
     if f.entries and counts["truncated"]:
         status = "truncated"
     return SectionReport(
-        name=s.name, role=s.role, tag=s.tag, priority=s.priority, pinned=s.pinned,
+        name=s.name, role=s.role, tag=s.tag, priority=s.priority, pinned=s.pinned, min_share=s.min_share,
+        max_share=s.max_share,
         tokens=sum(b.tokens for b in f.blocks), start=start, end=end, status=status, reason=f.reason,
         items_included=counts["included"], items_truncated=counts["truncated"],
         items_dropped=counts["dropped"] + counts["summarized"])

@@ -46,6 +46,9 @@ class AssemblerConfig(AssemblyOptions):
     compress_evidence: float | None = Field(
         default=None, gt=1.0, description="prune evidence to the sentences that bear on the question, to 1/N of "
         "its tokens (EvidenceCompressor), so more passages fit")
+    history_min_share: float | None = Field(
+        default=0.15, ge=0.0, le=1.0, description="share of the budget kept for the history's recent turns and "
+        "summary; evidence for the question (priority 75) comes ahead of the rest of the history (70)")
     summarize_history: bool = Field(default=True, description="condense turns that do not fit (else drop them)")
     summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the history summary")
 
@@ -101,10 +104,12 @@ class ContextAssembler:
                  history: list[Message | dict[str, Any]] | None = None, evidence: list[Any] | None = None,
                  retriever: Any = None, k: int | None = None, filters: Any = None,
                  budget: int | str | ModelProfile | None = None, sections: list[Section] | None = None,
-                 **overrides: Any) -> AssemblyResult:
+                 tool_results: list[str | tuple[str, str]] | None = None, **overrides: Any) -> AssemblyResult:
         """One prompt and its report. ``instructions`` are the key instructions: first in
         the prompt and restated after the question. ``evidence`` adds items to what the
-        retriever finds for ``query``; ``sections`` adds custom sections."""
+        retriever finds for ``query``; ``sections`` adds custom sections. ``tool_results`` are
+        tool outputs or logs (text, or ``(name, text)``): escaped like documents, and a long one
+        keeps its head and tail (where errors are) with the cut marked."""
         # Validated like the constructor's: an unknown or bad override fails here.
         config = AssemblerConfig(**{**self.config.model_dump(), **overrides}) if overrides else self.config
         budget = budget if budget is not None else self.profile or config.budget
@@ -116,8 +121,10 @@ class ContextAssembler:
         items, compression = self._evidence(items, retriever, query, k or config.k, filters, budget, config)
         if items or retriever is not None or evidence is not None:
             parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share))
+        parts += _tool_sections(tool_results or [])
         if history:
-            parts.append(Section("history", role="history", messages=list(history)))
+            parts.append(Section("history", role="history", messages=list(history),
+                                 min_share=config.history_min_share))
         if query is not None:
             parts.append(Section("question", role="question", content=query))
         parts += list(sections or [])
@@ -179,7 +186,11 @@ class ContextAssembler:
             size = int(index.manifest.chunker.get("chunk_size") or 256)
             k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size)))
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
-        return [EvidenceItem.from_scored_chunk(hit, tokenizer) for hit in retriever.retrieve(query, k, filters)]
+        hits = retriever.retrieve(query, k, filters)
+        items = [EvidenceItem.from_scored_chunk(hit, tokenizer) for hit in hits]
+        if self.config.fill == "relevant" and self.config.min_similarity is not None:
+            items = _with_similarity(items, retriever, query, len(hits), filters)
+        return items
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **kwargs: Any) -> ContextAssembler:
@@ -194,7 +205,7 @@ class ContextAssembler:
         table.pop("model", None)
         index = table.pop("index", None) or config.get("index")
         for cli_only in ("out_file", "report_file", "report_html", "quiet", "as_json", "filter_", "instructions",
-                         "history"):
+                         "history", "require_evidence", "messages", "messages_file", "messages_style", "tool_output"):
             table.pop(cli_only, None)
         options = {**table, **kwargs}
         if index is not None and "retriever" not in options:
@@ -220,6 +231,42 @@ class ContextAssembler:
         if isinstance(budget, dict):
             budget = ModelProfile(**budget)
         return cls(budget, **data, **kwargs)
+
+
+def _with_similarity(items: list[EvidenceItem], retriever: Any, query: str, n: int,
+                     filters: Any) -> list[EvidenceItem]:
+    """The items with their query similarity (the dense cosine), for the relevance gate's off-topic check.
+
+    A dense retriever's scores are that similarity; a hybrid one's are fused and relative (the
+    best hit scores about 1 whatever the question), so its dense half is asked once more (the
+    query's embedding is cached). A hit outside the dense top ``n`` gets the lowest similarity
+    seen (it ranks below them all); a retriever with no dense part (BM25) leaves them unknown.
+    """
+    from dataclasses import replace
+
+    from contextkit.retrievers.dense import DenseRetriever
+
+    dense = retriever if isinstance(retriever, DenseRetriever) else getattr(retriever, "dense", None)
+    if not isinstance(dense, DenseRetriever) or not items:
+        return items
+    if dense is retriever:
+        return [replace(it, similarity=it.score) for it in items]
+    sims = {hit.chunk.id: float(hit.score) for hit in dense.retrieve(query, max(n, 1), filters)}
+    low = min(sims.values(), default=None)
+    return [replace(it, similarity=sims.get(it.id, low)) for it in items]
+
+
+def _tool_sections(results: list[str | tuple[str, str]]) -> list[Section]:
+    """One ``tool_result`` section per output, named ``tool_output_N``; a given name goes in an attribute.
+
+    Together they take at most half the budget, in equal shares: one long log must not crowd out
+    the other outputs, nor the evidence."""
+    out = []
+    for i, value in enumerate(results, start=1):
+        name, text = value if isinstance(value, tuple) else ("", value)
+        out.append(Section(f"tool_output_{i}", role="tool_result", content=text, max_share=0.5 / len(results),
+                           attributes={"name": str(name)} if name else {}))
+    return out
 
 
 def _text_sections(**texts: str | None) -> list[Section]:
@@ -250,5 +297,6 @@ def load_history(path: str | Path) -> list[Message]:
         try:
             messages.append(Message.from_dict(data))
         except (TypeError, ValueError) as exc:
-            raise HistoryFileError(f"{path}:{number}: {exc}") from None
+            raise HistoryFileError(f"{path}:{number}: {exc} (expected keys: role, content; optional: timestamp, "
+                                   f"id; found: {', '.join(map(str, data)) or 'none'})") from None
     return messages

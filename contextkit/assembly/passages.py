@@ -26,9 +26,11 @@ EvidenceOrder = Literal["lost_in_the_middle", "score", "document"]
 def merge_overlapping(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], dict[str, str]]:
     """Merge passages of one document whose ranges overlap or touch.
 
-    Returns the merged list (a merged passage keeps the first passage's id and
-    the best score) and ``{absorbed id: id it was merged into}``. Passages whose
-    texts disagree on the shared range (two versions of a document) are kept apart.
+    Returns the merged list and ``{absorbed id: id it was merged into}``. A merged
+    passage takes the id *and* the score of its best-scoring part (ties: the first),
+    so the id a model cites and the score beside it belong to the same chunk; its
+    similarity is the best of its parts'. Passages whose texts disagree on the shared
+    range (two versions of a document) are kept apart.
     """
     by_doc: dict[str, list[EvidenceItem]] = defaultdict(list)
     out: list[EvidenceItem] = []
@@ -44,23 +46,19 @@ def merge_overlapping(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], di
             continue
         group.sort(key=lambda it: (it.start, it.end, it.id))
         current = group[0]
-        parts = [current.id]
+        parts = [current]
         for nxt in group[1:]:
-            if nxt.id in parts:  # the same passage twice: the caller reports it
+            if any(nxt.id == p.id for p in parts):  # the same passage twice: the caller reports it
                 continue
             if nxt.start <= current.end and _agree(current, nxt):
                 if nxt.end > current.end:
-                    text = current.text + nxt.text[current.end - nxt.start:]
-                    current = replace(current, text=text, end=nxt.end, token_count=None,
-                                      score=_best(current.score, nxt.score))
-                else:
-                    current = replace(current, score=_best(current.score, nxt.score))
-                absorbed[nxt.id] = parts[0]
-                parts.append(nxt.id)
+                    current = replace(current, text=current.text + nxt.text[current.end - nxt.start:], end=nxt.end,
+                                      token_count=None)
+                parts.append(nxt)
                 continue
-            out.append(_finish(current, parts))
-            current, parts = nxt, [nxt.id]
-        out.append(_finish(current, parts))
+            out.append(_finish(current, parts, absorbed))
+            current, parts = nxt, [nxt]
+        out.append(_finish(current, parts, absorbed))
     return out, absorbed
 
 
@@ -69,12 +67,17 @@ def _agree(a: EvidenceItem, b: EvidenceItem) -> bool:
     return a.text[lo - a.start: hi - a.start] == b.text[: hi - lo]
 
 
-def _best(a: float | None, b: float | None) -> float | None:
-    return b if a is None else a if b is None else max(a, b)
-
-
-def _finish(item: EvidenceItem, parts: list[str]) -> EvidenceItem:
-    return item if len(parts) == 1 else replace(item, metadata={**item.metadata, "merged_ids": parts})
+def _finish(item: EvidenceItem, parts: list[EvidenceItem], absorbed: dict[str, str]) -> EvidenceItem:
+    """The merged passage under its best part's id and score; the other parts recorded as absorbed into it."""
+    if len(parts) == 1:
+        return item
+    best = max(parts, key=lambda p: p.score if p.score is not None else float("-inf"))  # max keeps the first of ties
+    for p in parts:
+        if p.id != best.id:
+            absorbed[p.id] = best.id
+    sims = [p.similarity for p in parts if p.similarity is not None]
+    return replace(item, id=best.id, score=best.score, similarity=max(sims) if sims else None,
+                   metadata={**item.metadata, "merged_ids": [p.id for p in parts]})
 
 
 def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_middle") -> list[EvidenceItem]:

@@ -6,7 +6,8 @@ fully escaped, and characters XML cannot carry replaced by U+FFFD. Whatever a
 document contains, the prompt parses as exactly the elements we wrote: text
 can neither close nor open nor forge a section. Markdown: each body sits in a
 fence longer than any backtick run inside it, so a heading or fence in the text
-stays text.
+stays text; our own instructions (key instructions, system, task, the reminder) are
+trusted and written as prose, since fencing them reads as code to quote, not rules.
 
 Every block ends with a newline and the next begins with ``<`` (or ``#``), so
 block boundaries are stable points of the GPT tokenizers: the prompt's token
@@ -18,10 +19,11 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.errors import InvalidArgumentError, SectionError
 
 __all__ = ["Renderer", "escape_attribute", "escape_text"]
 
+_TAG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 # Characters XML 1.0 cannot carry: C0 controls except tab/newline/CR, lone surrogates, U+FFFE/U+FFFF.
 _XML_ILLEGAL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
 
@@ -49,8 +51,24 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+#: A line that Markdown reads as structure, not text: a heading, an HTML block (which runs on over our
+#: headings), a fence, a setext underline, a list, a quote, a table, an indented code block.
+_MD_BLOCK_START = re.compile(r"^(?: {0,3}(?:[#<>=*_+`~|-]|\d+[.)])| {4}|\t)", re.MULTILINE)
+
+
+def _plain_prose(body: str) -> bool:
+    """Whether trusted text can go in as prose and leave the prompt's structure as we wrote it;
+    otherwise it is fenced like any other body (what a Markdown parser sees stays exactly ours)."""
+    text = body.strip()
+    return bool(text) and "\r" not in text and _MD_BLOCK_START.search(text) is None
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]()<>#!|~&])")
+
+
 def _one_line(value: str) -> str:
-    return " ".join(str(value).split()).replace("`", "'")
+    """An untrusted value on one line of a Markdown heading: no line break, no markup (ids, sources, roles)."""
+    return _MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
 
 
 class Renderer:
@@ -60,6 +78,10 @@ class Renderer:
                  message_tag: str = "message") -> None:
         if fmt not in ("xml", "markdown"):
             raise InvalidArgumentError(f"format must be 'xml' or 'markdown', not {fmt!r}")
+        for option, tag in (("item_tag", item_tag), ("message_tag", message_tag)):
+            if not isinstance(tag, str) or not _TAG_NAME.match(tag) or tag.lower().startswith("xml"):
+                raise SectionError(f"{option} {tag!r} is not a valid XML tag name "
+                                   "(letters, digits, '_', '-', '.'; not starting with a digit or 'xml')")
         self.format = fmt
         self.item_tag, self.message_tag = item_tag, message_tag
 
@@ -72,16 +94,20 @@ class Renderer:
         if self.format == "xml":
             return f"<{tag}{self._attrs(attributes)}>\n"
         extra = "".join(f" ({_one_line(k)}: {_one_line(v)})" for k, v in (attributes or {}).items())
-        title = _one_line(title).replace("_", " ")
+        title = _one_line(str(title).replace("_", " "))
         return f"## {title[:1].upper()}{title[1:]}{extra}\n\n"
 
     def close(self, tag: str) -> str:
         return f"</{tag}>\n" if self.format == "xml" else ""
 
-    def text_block(self, tag: str, title: str, body: str, attributes: dict[str, str] | None = None) -> str:
-        """A whole text section; ``body`` is already escaped."""
+    def text_block(self, tag: str, title: str, body: str, attributes: dict[str, str] | None = None,
+                   prose: bool = False) -> str:
+        """A whole text section; ``body`` is already escaped. ``prose`` (Markdown only): trusted text,
+        written as it is rather than fenced."""
         if self.format == "xml":
             return f"{self.open(tag, title, attributes)}{body}\n</{tag}>\n"
+        if prose and _plain_prose(body):
+            return f"{self.open(tag, title, attributes)}{body.strip()}\n\n"
         fence = _fence(body)
         return f"{self.open(tag, title, attributes)}{fence}\n{body}\n{fence}\n\n"
 

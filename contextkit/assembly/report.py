@@ -8,12 +8,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from contextkit.assembly.relevance import RelevanceReport
 from contextkit.compressors.base import CompressionReport
 
 __all__ = ["AssemblyReport", "ItemReport", "SectionReport"]
 
 ItemStatus = Literal["included", "truncated", "dropped", "merged", "summarized"]
-DropReason = Literal["budget", "duplicate", "near_duplicate", "below_min_score", "filter", "empty", "max_share"]
+DropReason = Literal["budget", "duplicate", "near_duplicate", "below_min_score", "irrelevant", "filter", "empty",
+                     "max_share"]
 
 
 class ItemReport(BaseModel):
@@ -36,8 +38,11 @@ class SectionReport(BaseModel):
     name: str
     role: str
     tag: str
-    priority: int
+    priority: int = Field(description="higher gives way later: by default tool output 80, evidence 75, history 70")
     pinned: bool
+    min_share: float | None = Field(default=None, description="share of the budget kept for it (the history's "
+                                    "recent turns: ContextAssembler's history_min_share)")
+    max_share: float | None = None
     tokens: int = Field(description="exact tokens of the section's blocks in the prompt")
     start: int = Field(default=0, description="character offset of the section in the prompt")
     end: int = Field(default=0, description="character offset just past the section")
@@ -66,6 +71,13 @@ class AssemblyReport(BaseModel):
     items: list[ItemReport]
     notes: list[str] = Field(default_factory=list)
     compression: list[CompressionReport] = Field(default_factory=list, description="compressors run, with fallbacks")
+    relevance: RelevanceReport | None = Field(default=None, description="what the relevance gate did to the evidence")
+    warnings: list[str] = Field(default_factory=list, description="what a caller should know before sending it")
+    invisible_removed: int = Field(default=0, description="invisible or deceptive characters removed from "
+                                   "untrusted text (AssemblyOptions.keep_invisible keeps them)")
+    chat_style: str | None = Field(default=None, description="assembled to be sent as chat messages in this style")
+    chat_tokens: int | None = Field(default=None, description="tokens of those messages, per-message overhead included")
+    chat_tokens_exact: bool | None = Field(default=None, description="False when the overhead or tokenizer is estimated")
 
     def dropped(self) -> list[ItemReport]:
         return [i for i in self.items if i.status in ("dropped", "merged", "summarized")]

@@ -1,7 +1,9 @@
 """What a prompt is made of: sections, and the evidence items inside them.
 
 A section has a *role* (which decides where it sits in the prompt), a
-*priority* (which decides what gives way when the budget is short), optional
+*priority* (which decides what gives way when the budget is short; by default
+evidence for the current question, 75, comes ahead of the history, 70, whose recent
+turns the assembler keeps a minimum share for), optional
 minimum and maximum shares of the budget, and a ``pinned`` flag: a pinned
 section is never cut. Position and priority are separate on purpose: the
 question sits at the end of a prompt yet must never be dropped.
@@ -20,12 +22,13 @@ __all__ = ["ROLES", "EvidenceItem", "Section", "SectionError"]
 
 #: Known roles in prompt order (key instructions lead); any other name is a custom role,
 #: placed after domain knowledge.
-ROLES = ("key_instructions", "system", "task", "domain_knowledge", "custom", "evidence", "history", "question")
+ROLES = ("key_instructions", "system", "task", "domain_knowledge", "custom", "evidence", "tool_result", "history",
+         "question")
 _DEFAULT_PRIORITY = {"system": 100, "key_instructions": 100, "question": 100, "task": 90,
-                     "history": 70, "domain_knowledge": 60, "custom": 55, "evidence": 50}
+                     "tool_result": 80, "evidence": 75, "history": 70, "domain_knowledge": 60, "custom": 55}
 _DEFAULT_PINNED = {"system", "key_instructions", "question"}
 _DEFAULT_TAG = {"system": "system", "key_instructions": "instructions", "task": "task",
-                "domain_knowledge": "knowledge", "evidence": "evidence", "history": "history",
+                "domain_knowledge": "knowledge", "evidence": "evidence", "tool_result": "tool_output", "history": "history",
                 "question": "question"}
 _TAG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
@@ -50,6 +53,9 @@ class EvidenceItem:
     token_count: int | None = None
     tokenizer: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: The query-passage similarity (dense cosine) when the retriever knows it; the relevance gate's
+    #: off-topic check reads it (``score`` may be a fused, relative score that cannot tell).
+    similarity: float | None = None
 
     @classmethod
     def from_scored_chunk(cls, hit: ScoredChunk, tokenizer: str | None = None) -> EvidenceItem:
@@ -113,6 +119,10 @@ class Section:
             self.tag = _DEFAULT_TAG.get(self.role) or _slug(self.name)
         if not _TAG_NAME.match(self.tag) or self.tag.lower().startswith("xml"):
             raise SectionError(f"section {self.name!r}: {self.tag!r} is not a valid XML tag name")
+        for key in self.attributes:  # written into the tag as they are: a key must not be able to forge markup
+            if not isinstance(key, str) or not _TAG_NAME.match(key) or key.lower().startswith("xml"):
+                raise SectionError(f"section {self.name!r}: attribute name {key!r} is not a valid XML name "
+                                   "(letters, digits, '_', '-', '.'; not starting with a digit or 'xml')")
         self._coerce_material()
 
     def _check_shares(self) -> None:

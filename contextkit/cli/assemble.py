@@ -25,13 +25,27 @@ def assemble(
     instructions: Annotated[Optional[Path], typer.Option(
         help="text file of key instructions: first in the prompt, restated at the end")] = None,
     history: Annotated[Optional[Path], typer.Option(help="conversation so far: JSON lines of {role, content}")] = None,
+    tool_output: Annotated[Optional[list[Path]], typer.Option(
+        help="a tool's output or a log to include (repeatable): escaped, a long one keeps its head and tail")] = None,
     fmt: Annotated[str, typer.Option("--format", help="xml or markdown")] = "xml",
     mode: Annotated[str, typer.Option(help="retrieval: dense, bm25 or hybrid")] = "hybrid",
     k: Annotated[Optional[int], typer.Option("-k", help="chunks to retrieve [default: enough to fill the budget]")] = None,
     filter_: Annotated[Optional[list[str]], typer.Option(
         "--filter", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
     order: Annotated[str, typer.Option(help="evidence order: lost_in_the_middle, score or document")] = "lost_in_the_middle",
+    fill: Annotated[str, typer.Option(
+        help="relevant: the budget is a cap, evidence stops where relevance falls away; budget: fill to the cap")
+    ] = "relevant",
+    min_score: Annotated[Optional[float], typer.Option(
+        help="leave out evidence scoring below this (sets the relevance floor)")] = None,
+    require_evidence: Annotated[bool, typer.Option(
+        "--require-evidence", help="exit 1 (writing nothing) when no evidence goes in, instead of a warning")] = False,
     out_file: Annotated[Optional[Path], typer.Option("--out", help="write the prompt here instead of stdout")] = None,
+    messages_file: Annotated[Optional[Path], typer.Option(
+        "--messages", help="also write the prompt as chat messages (JSON), per-message overhead in the budget")] = None,
+    messages_style: Annotated[str, typer.Option(
+        help="--messages format: openai (a list of {role, content}) or anthropic ({system, messages}, "
+             "with cache_control on the stable prefix)")] = "openai",
     report_file: Annotated[Optional[Path], typer.Option("--report", help="write the report here as JSON")] = None,
     report_html: Annotated[Optional[Path], typer.Option(
         help="write a self-contained HTML page: the prompt by section, the budget chart, what was left out")] = None,
@@ -52,17 +66,18 @@ def assemble(
 
     Example: contextkit assemble "How are exceptions chained?" --index my.ck-index --model gpt-4o --out prompt.txt
     """
-    _check_args(budget, model, fmt, mode)
+    _check_args(budget, model, fmt, mode, order, fill, messages_style)
     result = _assemble(question, index, budget=budget, model=model, instructions=instructions, history=history,
-                       k=k, filter_=filter_, audit_log=audit_log,
+                       k=k, filter_=filter_, audit_log=audit_log, tool_output=tool_output or [],
                        options=dict(mode=mode, format=fmt, evidence_order=order, summarize_history=summarize_history,
                                     summary_max_tokens=summary_tokens, redact=redact,
-                                    compress_evidence=compress_evidence))
-    evidence = next((s for s in result.report.sections if s.role == "evidence"), None)
-    if evidence is None or evidence.items_included + evidence.items_truncated == 0:
-        raise fail(f"no evidence: {index} returned nothing usable for this question "
-                    f"(filters: {filter_ or 'none'}); nothing written")
-    _write_outputs(result, question, out_file, report_file, report_html)
+                                    compress_evidence=compress_evidence, fill=fill, min_score=min_score,
+                                    chat=messages_style if messages_file else None))
+    if require_evidence and result.report.warnings:
+        raise fail(f"{result.report.warnings[0]} (--require-evidence; filters: {filter_ or 'none'}); nothing written")
+    _write_outputs(result, question, out_file, report_file, report_html, messages_file, messages_style)
+    for warning in result.report.warnings:
+        err.print(f"[yellow]warning:[/] {_plain(warning)}", highlight=False)
     if quiet:
         return
     if as_json:
@@ -71,19 +86,34 @@ def assemble(
         _print_report(result.report)
 
 
-def _check_args(budget: Optional[int], model: Optional[str], fmt: str, mode: str) -> None:
-    """Usage errors (exit code 2) before anything is opened."""
+_CHOICES = {"--format": ("xml", "markdown"), "--mode": ("dense", "bm25", "hybrid"),
+            "--order": ("lost_in_the_middle", "score", "document"), "--fill": ("relevant", "budget"),
+            "--messages-style": ("openai", "anthropic")}
+
+
+def _check_args(budget: Optional[int], model: Optional[str], fmt: str, mode: str, order: str = "lost_in_the_middle",
+                fill: str = "relevant", messages_style: str = "openai") -> None:
+    """Usage errors (exit code 2, one line) before anything is opened."""
     if budget is None and model is None:
         raise fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
     if budget is not None and budget <= 0:
         raise fail(f"--budget must be a positive number of tokens, not {budget}", 2)
-    if fmt not in ("xml", "markdown") or mode not in ("dense", "bm25", "hybrid"):
-        raise fail("--format is xml or markdown; --mode is dense, bm25 or hybrid", 2)
+    for option, value in zip(_CHOICES, (fmt, mode, order, fill, messages_style)):
+        if value not in _CHOICES[option]:
+            raise fail(f"{option} is {' or '.join(_CHOICES[option])}, not {value!r}", 2)
+
+
+def _plain(text: str) -> str:
+    """Text for a rich console line with no markup read into it (a warning may quote a file name)."""
+    from rich.markup import escape
+
+    return escape(text)
 
 
 def _assemble(question: str, index: Path, *, budget: Optional[int], model: Optional[str],
               instructions: Optional[Path], history: Optional[Path], k: Optional[int],
-              filter_: Optional[list[str]], audit_log: Optional[Path], options: dict[str, Any]) -> Any:
+              filter_: Optional[list[str]], audit_log: Optional[Path], options: dict[str, Any],
+              tool_output: Optional[list[Path]] = None) -> Any:
     """The prompt from the index; every failure of reading the inputs or assembling is a clean error."""
     from contextkit.assembly import get_profile
     from contextkit.assembly.context_assembler import (
@@ -97,13 +127,15 @@ def _assemble(question: str, index: Path, *, budget: Optional[int], model: Optio
         profile = get_profile(model) if model else None
         key_text = _read_text(instructions).strip() if instructions else None
         messages = load_history(history) if history else None
+        tools = [(path.name, _read_text(path)) for path in tool_output or []]
         filters = Filters.parse(filter_) if filter_ else None
         with Index.open(index, read_only=True) as opened:
             assembler = ContextAssembler(
                 profile if budget is None else budget, index=opened,
                 tokenizer=profile.tokenizer if (profile and budget is not None) else None,
                 audit_log=str(audit_log) if audit_log else None, **options)
-            return assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters)
+            return assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters,
+                                      tool_results=tools)
 
 
 @contextlib.contextmanager
@@ -116,9 +148,12 @@ def _input_errors() -> Iterator[None]:
 
 
 def _write_outputs(result: Any, question: str, out_file: Optional[Path], report_file: Optional[Path],
-                   report_html: Optional[Path]) -> None:
-    """The report files, then the prompt (to ``--out`` or stdout); each written whole or not at all."""
+                   report_html: Optional[Path], messages_file: Optional[Path] = None,
+                   messages_style: str = "openai") -> None:
+    """The report files, the messages, then the prompt (to ``--out`` or stdout); each written whole or not at all."""
     try:
+        if messages_file:
+            _write_atomic(messages_file, json.dumps(result.messages(messages_style), ensure_ascii=False, indent=2) + "\n")
         if report_file:
             _write_atomic(report_file, result.report.model_dump_json(indent=2) + "\n")
         if report_html:
@@ -147,8 +182,11 @@ def models(as_json: Annotated[bool, typer.Option("--json", help="print JSON")] =
         out.print_json(json.dumps([p.model_dump() for p in profiles]))
         return
     table = Table(title="model profiles (add your own with contextkit.register_profile)")
+    widest = max((len(p.name) for p in profiles), default=4)
     for col in ("name", "window", "answer", "prompt budget", "tokenizer", "USD / 1M input"):
-        table.add_column(col, justify="right" if col not in ("name", "tokenizer") else "left")
+        # a name is never cut (two cut names looked the same at 80 columns); the other columns wrap
+        table.add_column(col, justify="right" if col not in ("name", "tokenizer") else "left",
+                         no_wrap=col == "name", min_width=widest if col == "name" else None)
     for p in profiles:
         tok = p.tokenizer if p.exact_tokenizer else f"{p.tokenizer} (estimate)"
         price = "-" if p.input_price_per_million is None else f"{p.input_price_per_million:.2f}"

@@ -10,9 +10,18 @@ older turns are split into sentences, each scored by
   "my name is", "I prefer"): what a user expects a conversation to remember,
 
 then chosen best-first with near-repeats skipped, until the summary's hard
-token cap is reached, and written back in conversation order with who said
-what. Sentence features are cached per message, so a new turn only costs the
+token cap is reached, and written back in conversation order with the turn and
+who said what (``- [turn 3] user: ...``). Sentence features are cached per message, so a new turn only costs the
 new message's features plus one cheap selection: the summary is incremental.
+
+Faithful by construction: sentences come from the one splitter
+(:mod:`contextkit.text`), which never cuts inside a number, a version, a date, a
+URL or after an abbreviation, and every sentence is written exactly as it stands
+in its message. Sentences of one turn that were neighbours there are joined by
+the white space between them; a gap (sentences left out between them) is marked
+`` … ``. So each piece of a summary line is a verbatim span of the message its
+turn names (``bench/bench_history.py`` measures this): a summary may leave a fact
+out, never alter one.
 """
 
 from __future__ import annotations
@@ -31,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from contextkit.compressors.base import CompressionReport, Compressor
 from contextkit.errors import InvalidArgumentError
 from contextkit.records import Message
-from contextkit.text import sentence_texts
+from contextkit.text import split_sentences
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["HistoryResult", "HistorySummarizer", "HistorySummarizerConfig", "as_messages", "split_recent"]
@@ -53,6 +62,10 @@ def _terms(text: str) -> list[str]:
     return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOP and len(w) > 1]
 
 
+#: Marks sentences of one turn that were not neighbours in its message (text left out between them).
+GAP = " … "
+
+
 @dataclass(slots=True)
 class _Sentence:
     text: str
@@ -60,6 +73,8 @@ class _Sentence:
     role: str
     terms: Counter
     fact: float
+    ordinal: int = 0  # its place among the message's sentences
+    sep: str = " "  # the white space before it in the message (how it joins its neighbour)
 
 
 @dataclass(slots=True)
@@ -153,11 +168,16 @@ class HistorySummarizer(Compressor):
         cached = self._features.get(key)
         if cached is None:
             cached = []
-            for text in sentence_texts(msg.content):
+            previous_end = 0
+            for ordinal, (a, b) in enumerate(split_sentences(msg.content)):
+                text = msg.content[a:b]
                 cue = bool(_FACT_CUES.search(text)) + bool(_NUMBER.search(text)) + bool(_NAME.search(text))
-                cached.append(_Sentence(text, -1, msg.role, Counter(_terms(text)), min(cue, 2) / 2))
+                sep = msg.content[previous_end:a] if ordinal else " "
+                cached.append(_Sentence(text, -1, msg.role, Counter(_terms(text)), min(cue, 2) / 2, ordinal,
+                                        sep if sep and "\n" not in sep else " "))
+                previous_end = b
             self._features[key] = cached
-        return [_Sentence(s.text, turn, s.role, s.terms, s.fact) for s in cached]
+        return [_Sentence(s.text, turn, s.role, s.terms, s.fact, s.ordinal, s.sep) for s in cached]
 
     def _summarise(self, older: list[Message], query: str | None, cap: int, report: CompressionReport) -> str | None:
         """Score the older turns' sentences, choose the best within ``cap``, render them."""
@@ -196,7 +216,7 @@ class HistorySummarizer(Compressor):
             words = set(sents[i].terms)
             if any(_overlap(words, set(sents[j].terms)) >= self.config.redundancy for j in chosen):
                 continue
-            line_tokens = self.tokenizer.count(f"- {sents[i].role}: {sents[i].text}\n")
+            line_tokens = self.tokenizer.count(f"- [turn {sents[i].turn + 1}] {sents[i].role}: {sents[i].text}\n")
             if line_tokens <= budget:
                 chosen.append(i)
                 budget -= line_tokens
@@ -205,13 +225,15 @@ class HistorySummarizer(Compressor):
         return chosen
 
     def _render(self, header: str, chosen: list[_Sentence], cap: int) -> str:
-        lines, last = [header], None
+        """One line per turn, ``- [turn N] role: ...`` (N counts from 1), its sentences verbatim."""
+        lines: list[str] = [header]
+        last: _Sentence | None = None
         for s in chosen:
-            if last is not None and (s.turn, s.role) == last:
-                lines[-1] += " " + s.text
+            if last is not None and s.turn == last.turn:
+                lines[-1] += (s.sep if s.ordinal == last.ordinal + 1 else GAP) + s.text
             else:
-                lines.append(f"- {s.role}: {s.text}")
-            last = (s.turn, s.role)
+                lines.append(f"- [turn {s.turn + 1}] {s.role}: {s.text}")
+            last = s
         text = "\n".join(lines)
         while self.tokenizer.count(text) > cap and len(lines) > 1:  # joined lines can count differently
             lines.pop()

@@ -38,10 +38,10 @@ class TestAssemble:
                         "<reminder>\nAnswer only from the evidence.\n</reminder>\n")
 
     def test_evidence_order_in_the_prompt(self):
-        prompt, _ = assemble(_sections(_items(7)), 20_000)  # scores fall with the index
+        prompt, _ = assemble(_sections(_items(7)), 20_000, fill="budget")  # scores fall with the index
         ids = [d.get("id") for d in _wrapped(prompt).find("evidence")]
         assert ids == ["doc0", "doc2", "doc4", "doc6", "doc5", "doc3", "doc1"]
-        by_doc, _ = assemble(_sections(_items(7)), 20_000, evidence_order="document")
+        by_doc, _ = assemble(_sections(_items(7)), 20_000, evidence_order="document", fill="budget")
         assert [d.get("source") for d in _wrapped(by_doc).find("evidence")] == [f"src/{i}.md" for i in range(7)]
 
     def test_no_restatement_when_asked(self):

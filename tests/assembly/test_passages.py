@@ -16,9 +16,11 @@ class TestPassages:
         c = EvidenceItem(id="c", text=doc[22:33], doc_id="d", start=22, end=33, score=0.1)
         far = EvidenceItem(id="e", text="elsewhere", doc_id="other", start=0, end=9, score=0.2)
         merged, absorbed = merge_overlapping([a, b, c, far])
-        assert absorbed == {"b": "a", "c": "a"}
-        whole = next(m for m in merged if m.id == "a")
+        # the merged passage goes by its best part: the id a model cites and the score beside it are one chunk's
+        assert absorbed == {"a": "b", "c": "b"}
+        whole = next(m for m in merged if m.id == "b")
         assert whole.text == doc and whole.score == 0.9 and whole.metadata["merged_ids"] == ["a", "b", "c"]
+        assert whole.start == 0 and whole.end == 33
 
     def test_disagreeing_versions_are_not_merged(self):
         a = EvidenceItem(id="a", text="abcdef", doc_id="d", start=0, end=6)

@@ -8,6 +8,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from fakes import ScriptedLLM
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.compressors.history import HistorySummarizer
@@ -53,7 +55,7 @@ class TestHistorySummarizer:
     def test_question_relevant_fact_survives_with_its_speaker(self):
         result = HistorySummarizer(keep_last=2, summary_max_tokens=60).compress(_chat(), "What is my budget?")
         line = next(x for x in result.summary.splitlines() if "1800 euros" in x)
-        assert line.startswith("- user: ")
+        assert line.startswith("- [turn 3] user: ")  # the turn it came from, and who said it
 
     def test_deterministic_and_in_conversation_order(self):
         a = HistorySummarizer(keep_last=2, summary_max_tokens=120).compress(_chat(), "trains")
@@ -104,11 +106,88 @@ class TestHistorySummarizer:
         said = "My doctor, Dr. Silva, said to take 2.5 mg of it at 8 p.m. every day."
         chat = [Message("user", said), Message("assistant", "Noted."), Message("user", "Thanks.")]
         result = HistorySummarizer(keep_last=1, summary_max_tokens=200).compress(chat, "What dose?")
-        assert f"- user: {said}" in result.summary
+        assert f"- [turn 1] user: {said}" in result.summary
 
     def test_round_trip(self):
         s = HistorySummarizer(keep_last=3, summary_max_tokens=99)
         assert HistorySummarizer.from_dict(s.to_dict()).to_dict() == s.to_dict()
+
+
+# Fact-bearing sentences that a splitter cutting at every period turns into fragments that alter the fact:
+# numbers, versions, dates, times, abbreviations, initials, URLs, e-mail addresses, code and lists.
+_FACT_TEMPLATES = [
+    "We upgraded the cluster from Python {a}.{b}.{c} to {d}.{e}.{f}.",
+    "Dr. {name} said the dose is {a}.{b} mg, i.e. half.",
+    "The wedding is on {day:02d}.{month:02d}.20{b:02d} in Lyon.",
+    "The train leaves at {hour}:{minute:02d} p.m. every day.",
+    "J. R. {name} wrote it, e.g. in chapter {a}.",
+    "Prof. {name} and Mr. {name} met at No. {a} King St. in {month}.",
+    "The docs are at https://example.org/v{a}.{b}/guide.html#s{c} now.",
+    "Mail {lower}.{lower}@example.com about ticket {a}.{b}.",
+    "Run os.path.join(base, 'v{a}.{b}') in setup.py first.",
+    "The steps are: 1) unpack v{a}.{b}, 2) run make, 3) test.",
+    "Costs rose {a}.{b}% vs. {c}.{d}% a year ago.",
+]
+_NAMES = st.sampled_from(["Okafor", "Silva", "Tanaka", "Novak", "Haddad", "Moreau"])
+_fields = st.fixed_dictionaries({
+    "a": st.integers(0, 99), "b": st.integers(0, 99), "c": st.integers(0, 99), "d": st.integers(0, 99),
+    "e": st.integers(0, 99), "f": st.integers(0, 99), "day": st.integers(1, 28), "month": st.integers(1, 12),
+    "hour": st.integers(1, 12), "minute": st.integers(0, 59), "name": _NAMES,
+    "lower": st.sampled_from(["ana", "j", "okafor", "mei"])})
+_FACT = st.builds(lambda t, f: t.format(**f), st.sampled_from(_FACT_TEMPLATES), _fields)
+_FILLER = st.sampled_from(["Right.", "Okay, thanks!", "What do you think?", "That sounds good to me.",
+                           "I see.", "Let me check the notes again."])
+_MESSAGE = st.lists(st.one_of(_FACT, _FILLER), min_size=1, max_size=4).map(" ".join)
+
+
+GAP = " … "  # contextkit.compressors.history.GAP: sentences of one turn that were not neighbours
+
+
+def _pieces(summary: str) -> list[tuple[int, str]]:
+    """(turn number, piece) for every verbatim piece of every summary line."""
+    out = []
+    for line in summary.splitlines()[1:]:
+        head, _, body = line.partition(": ")
+        turn = int(head.split("]")[0].removeprefix("- [turn "))
+        out += [(turn, piece) for piece in body.split(GAP)]
+    return out
+
+
+class TestFaithfulSummaries:
+    """Every piece of an extractive summary is a verbatim span of the message its turn names."""
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(_MESSAGE, min_size=2, max_size=8), st.integers(40, 400), st.sampled_from(["dose", "wedding", ""]))
+    def test_pieces_are_verbatim_spans_of_their_turn(self, texts, cap, question):
+        msgs = [Message("user" if i % 2 == 0 else "assistant", t) for i, t in enumerate(texts)]
+        summary = HistorySummarizer(keep_last=0, summary_max_tokens=cap).summarize(msgs, question or None)
+        for turn, piece in _pieces(summary) if summary else []:
+            assert piece in msgs[turn - 1].content, (turn, piece)
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(_FACT, min_size=1, max_size=5))
+    def test_fact_sentences_are_kept_whole_or_not_at_all(self, facts):
+        msgs = [Message("user", fact) for fact in facts] + [Message("assistant", "Noted.")]
+        summary = HistorySummarizer(keep_last=1, summary_max_tokens=2000, redundancy=1.1).summarize(
+            msgs[:-1], "what did I say?")  # no near-repeat skipping: every sentence has room
+        kept = [piece for _, piece in _pieces(summary)]
+        assert sorted(kept) == sorted(facts)  # room for all: each sentence whole, none cut into fragments
+
+    def test_the_issue_sentences_are_not_spliced(self):
+        said = ["We upgraded the cluster from Python 2.7.18 to 3.12.4.", "Dr. Okafor said the dose is 2.5 mg, i.e. half.",
+                "My sister's wedding is on 14.06.2025 in Lyon."]
+        msgs = [Message("user", " ".join(said)), Message("assistant", "Good to know."), Message("user", "Thanks.")]
+        for question in ("Which Python version?", "What dose?", "When is the wedding?"):
+            summary = HistorySummarizer(keep_last=1, summary_max_tokens=60).compress(msgs, question).summary
+            assert "2. 18" not in summary and "2. 5" not in summary and "14. 06" not in summary
+            for _, piece in _pieces(summary):
+                assert piece in msgs[0].content or piece in msgs[1].content
+
+    def test_neighbouring_sentences_join_as_in_the_message_and_gaps_are_marked(self):
+        text = "My name is Ines. Filler words here. My budget is 1800 euros."
+        summary = HistorySummarizer(keep_last=0, summary_max_tokens=200, redundancy=1.1).summarize(
+            [Message("user", text)], "name and budget")
+        assert summary.splitlines()[1] == f"- [turn 1] user: {text}"
 
 
 class TestLLMHistorySummarizer:

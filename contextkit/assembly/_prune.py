@@ -1,0 +1,109 @@
+"""Pruning one evidence passage to the sentences that bear on the question, within a token cap.
+
+Why: when the budget left for evidence is smaller than any passage and no prefix of the
+best passage ends at a sentence inside it (chunks often start mid-sentence), cutting
+gives nothing and the prompt went out with no evidence at all. Its sentences that share
+the most words with the question still fit: they are kept verbatim, in document order,
+neighbours joined as they stood and a gap marked `` … `` (as in history summaries), so
+what the model reads is a set of exact spans of the passage, never an altered one.
+
+Lexical on purpose: no model call inside ``assemble`` (it is budget arithmetic, and
+runs on prompts of a million tokens); the retriever already judged the passage relevant.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from contextkit.text import split_sentences
+from contextkit.tokenizers import Tokenizer
+
+__all__ = ["GAP", "head_and_tail", "prune_to_fit", "terms"]
+
+GAP = " … "
+_WORD = re.compile(r"[^\W_]+")
+_STOP = frozenset(
+    "a an the and or but if of to in on at by for with from as is are was were be been it its this that these "
+    "those what which who how why when where do does did can could would should will not no yes".split())
+
+
+def terms(text: str) -> set[str]:
+    """Lower-cased words of ``text`` without stop words or one-letter words."""
+    return {w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP}
+
+
+def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int, int] | None:
+    """``(text, sentences kept, sentences in all)``: the passage's sentences that share most words
+    with ``query`` (ties: earlier first) while they fit ``max_tokens``; None when not one fits
+    or ``max_tokens`` is under 8 (a shorter remnant is not worth its tags)."""
+    if max_tokens < 8:
+        return None
+    spans = split_sentences(body)
+    wanted = terms(query or "")
+    ranked = sorted(range(len(spans)), key=lambda i: (-len(terms(body[spans[i][0]:spans[i][1]]) & wanted), i))
+    counts = tokenizer.count_many([body[a:b] for a, b in spans]) if spans else []
+    chosen: list[int] = []
+    left = max_tokens
+    for i in ranked:
+        need = counts[i] + 2  # the joint and a token that may merge differently
+        if need <= left:
+            chosen.append(i)
+            left -= need
+    if not chosen:
+        return None
+    return _join(body, spans, sorted(chosen)), len(chosen), len(spans)
+
+
+def _join(body: str, spans: list[tuple[int, int]], chosen: Iterable[int]) -> str:
+    out: list[str] = []
+    last = -2
+    for i in chosen:
+        a, b = spans[i]
+        if out:
+            out.append(body[spans[last][1]:a] if i == last + 1 else GAP)
+        out.append(body[a:b])
+        last = i
+    return "".join(out)
+
+
+def head_and_tail(text: str, max_tokens: int, tokenizer: Tokenizer, head_share: float = 0.3) -> str | None:
+    """The first and the last lines of ``text`` within about ``max_tokens``, the cut between them marked.
+
+    Why: a tool's output or a build log puts what matters at its ends (the command and its
+    first lines; the error and the summary at the bottom), so a long one keeps both and says
+    how much was cut, where a document would be cut at a sentence end. ``head_share`` of the
+    room goes to the head, the rest to the tail. Only the lines kept are counted, so a
+    50,000-line log costs what the kept part costs. None when not a line fits.
+    """
+    if len(text) <= 8 * max_tokens and tokenizer.count(text) <= max_tokens:  # longer: too long to count
+        return text
+    lines = text.split("\n")
+    marker_room = 24
+    room = max_tokens - marker_room
+    if room < 8:
+        return None
+    head, used = _take_lines(lines, int(room * head_share), tokenizer)
+    tail, _ = _take_lines(lines[len(head):][::-1], room - used, tokenizer)
+    tail.reverse()
+    if not head and not tail:
+        return None
+    cut = lines[len(head):len(lines) - len(tail)]
+    if not cut:
+        return text
+    chars = sum(len(x) + 1 for x in cut)
+    mark = f"[… {len(cut):,} lines ({chars:,} characters) cut here: the head and the tail are kept …]"
+    return "\n".join([*head, mark, *tail])
+
+
+def _take_lines(lines: list[str], room: int, tokenizer: Tokenizer) -> tuple[list[str], int]:
+    """Lines from the start of ``lines`` while they fit ``room`` tokens (each counted with its newline)."""
+    taken: list[str] = []
+    used = 0
+    for line in lines:
+        need = tokenizer.count(line) + 1 if len(line) <= 8 * max(room - used, 1) else room + 1
+        if used + need > room:
+            break
+        taken.append(line)
+        used += need
+    return taken, used

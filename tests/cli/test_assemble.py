@@ -1,0 +1,134 @@
+"""``contextkit assemble``: relevance-gated filling, small budgets, chat messages, tool output, usage errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from contextkit.cli import app
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory, embedder) -> Path:
+    from contextkit.ingestion import ingest
+
+    root = tmp_path_factory.mktemp("assemble_cli")
+    corpus = root / "corpus"
+    corpus.mkdir()
+    (corpus / "faiss.md").write_text(
+        "# FAISS\n\nFAISS searches dense vectors by inner product or L2 distance. An IndexIDMap2 keeps the "
+        "caller's ids so vectors can be removed later. IVF indexes cluster the vectors first.\n", encoding="utf-8")
+    (corpus / "bm25.txt").write_text(
+        "BM25 ranks documents by term frequency and inverse document frequency, with length normalisation. "
+        "Its parameters k1 and b control saturation and length.\n", encoding="utf-8")
+    (corpus / "bread.rst").write_text(
+        "Bread\n=====\n\nKnead the dough for ten minutes, then let it rise until doubled in size.\n", encoding="utf-8")
+    ingest([corpus], root / "ix", embedder=embedder)
+    return root / "ix"
+
+
+def _run(index: Path, question: str, *args: str):
+    return runner.invoke(app, ["assemble", question, "--index", str(index), *args])
+
+
+class TestRelevance:
+    def test_an_off_topic_question_gets_a_small_prompt_and_a_warning(self, index, tmp_path):
+        out = tmp_path / "p.txt"
+        result = _run(index, "Who won the football World Cup in 2014?", "--budget", "4000", "--out", str(out))
+        assert result.exit_code == 0, result.output
+        assert "warning:" in result.stderr and "little that bears on the question" in result.stderr
+        assert "<document" not in out.read_text(encoding="utf-8")
+        strict = _run(index, "Who won the football World Cup in 2014?", "--budget", "4000", "--require-evidence",
+                      "--out", str(tmp_path / "q.txt"))
+        assert strict.exit_code == 1 and not (tmp_path / "q.txt").exists()
+
+    def test_fill_budget_and_min_score(self, index, tmp_path):
+        rep = tmp_path / "r.json"
+        full = _run(index, "How does FAISS search vectors?", "--budget", "4000", "--fill", "budget", "-q",
+                    "--report", str(rep))
+        assert full.exit_code == 0, full.output
+        budget_items = [i for i in json.loads(rep.read_text())["items"] if i["status"] == "included"]
+        assert json.loads(rep.read_text())["relevance"]["fill"] == "budget"
+        gated = _run(index, "How does FAISS search vectors?", "--budget", "4000", "--min-score", "0.99", "-q",
+                     "--report", str(rep))
+        assert gated.exit_code == 0, gated.output
+        report = json.loads(rep.read_text())
+        assert report["relevance"]["floor_from"] == "min_score"
+        included = [i for i in report["items"] if i["status"] == "included"]
+        assert 0 < len(included) < len(budget_items)
+
+
+class TestSmallBudgets:
+    def test_a_budget_too_small_for_evidence_warns_and_exits_0(self, index, tmp_path):
+        out = tmp_path / "p.txt"
+        result = _run(index, "How does FAISS search vectors?", "--budget", "40", "--out", str(out))
+        assert result.exit_code == 0, result.output
+        assert "too small" in result.stderr and out.exists()
+        strict = _run(index, "How does FAISS search vectors?", "--budget", "40", "--require-evidence")
+        assert strict.exit_code == 1 and "budget" in strict.output and "too small" in strict.output
+        assert "returned nothing usable" not in strict.output
+
+
+class TestMessagesAndTools:
+    def test_messages_file_and_tool_output(self, index, tmp_path):
+        log = tmp_path / "pytest.log"
+        log.write_text("collected 3 items\n" + "PASSED test_x\n" * 3000 + "FAILED test_faiss - AssertionError\n",
+                       encoding="utf-8")
+        hist = tmp_path / "h.jsonl"
+        hist.write_text('{"role": "user", "content": "I use FAISS."}\n{"role": "assistant", "content": "Good."}\n',
+                        encoding="utf-8")
+        msgs, rep = tmp_path / "m.json", tmp_path / "r.json"
+        rules = tmp_path / "rules.txt"
+        rules.write_text("Cite the log lines you use.\n", encoding="utf-8")
+        result = _run(index, "Why did the FAISS test fail?", "--budget", "1500", "--history", str(hist),
+                      "--instructions", str(rules),
+                      "--tool-output", str(log), "--tool-output", str(hist), "--messages", str(msgs),
+                      "--report", str(rep), "-q")
+        assert result.exit_code == 0, result.output
+        messages = json.loads(msgs.read_text(encoding="utf-8"))
+        assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+        assert "Cite the log lines" in messages[0]["content"] and messages[1]["content"] == "I use FAISS."
+        final = messages[-1]["content"]
+        assert "Why did the FAISS test fail?" in final and "FAILED test_faiss" in final and "cut here" in final
+        assert 'name="pytest.log"' in final and 'name="h.jsonl"' in final
+        report = json.loads(rep.read_text())
+        assert report["chat_style"] == "openai" and report["chat_tokens"] <= 1500
+        anthropic = _run(index, "Why?", "--budget", "1500", "--messages", str(msgs), "--messages-style", "anthropic")
+        assert anthropic.exit_code == 0, anthropic.output
+        assert set(json.loads(msgs.read_text(encoding="utf-8"))) == {"system", "messages"}
+
+
+class TestUsageErrors:
+    @pytest.mark.parametrize("args", [["--order", "x"], ["--order", "random"], ["--fill", "all"],
+                                      ["--messages-style", "gemini"], ["--format", "yaml"]])
+    def test_a_bad_choice_exits_2_with_one_line(self, index, args):
+        result = _run(index, "q", "--budget", "500", *args)
+        assert result.exit_code == 2, result.output
+        assert len(result.output.strip().splitlines()) == 1 and args[0] in result.output
+        assert "Traceback" not in result.output and "pydantic" not in result.output
+
+    def test_history_with_wrong_keys_names_the_file_line_and_the_keys(self, index, tmp_path):
+        hist = tmp_path / "h.jsonl"
+        hist.write_text('{"role": "user", "content": "hi"}\n{"speaker": "user", "text": "hello"}\n', encoding="utf-8")
+        result = _run(index, "q", "--budget", "500", "--history", str(hist))
+        assert result.exit_code == 1
+        line = result.output.strip()
+        assert "h.jsonl:2" in line and "role" in line and "content" in line and "__init__" not in line
+
+
+class TestModels:
+    def test_names_are_whole_at_80_columns(self):
+        from typer.testing import CliRunner
+
+        from contextkit.assembly import list_profiles
+        from contextkit.cli import app
+
+        result = CliRunner().invoke(app, ["models"], env={"COLUMNS": "80"}, terminal_width=80)
+        assert result.exit_code == 0, result.output
+        for profile in list_profiles():
+            assert profile.name in result.output  # not "claude-son…"
