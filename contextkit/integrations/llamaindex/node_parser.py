@@ -45,7 +45,7 @@ from contextkit.integrations.llamaindex.convert import (
     link_neighbours,
     node_from_chunk,
 )
-from contextkit.records import Document
+from contextkit.records import Chunk, Document
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["ContextKitNodeParser", "chunk_id_func"]
@@ -104,6 +104,17 @@ IdFunc = Annotated[
 ]
 
 
+def _stripped(chunk: Chunk, tok: Tokenizer) -> Chunk:
+    """``chunk`` narrowed to its text without leading and trailing whitespace (counts recounted)."""
+    text = chunk.text.strip()
+    if text == chunk.text:
+        return chunk
+    start = chunk.start + len(chunk.text) - len(chunk.text.lstrip())
+    count = tok.count(text)
+    total = tok.count(chunk.header + text) if chunk.header else count
+    return replace(chunk, text=text, start=start, end=start + len(text), token_count=count, total_tokens=total)
+
+
 class ContextKitNodeParser(MetadataAwareTextSplitter):
     """Split documents into token-exact contextkit chunks, one ``TextNode`` each.
 
@@ -116,7 +127,9 @@ class ContextKitNodeParser(MetadataAwareTextSplitter):
     and LLM text. ``chunk_size`` bounds what is embedded and shown to the LLM, as
     SentenceSplitter's does: the chunk text, the rendered header, and the metadata
     LlamaIndex prepends (the longer of its EMBED and LLM strings) when
-    ``include_metadata`` is on (:meth:`split_text_metadata_aware`).
+    ``include_metadata`` is on (:meth:`split_text_metadata_aware`). Chunk texts are
+    stripped of the whitespace at their ends, as LlamaIndex's splitters' are, unless
+    ``keep_whitespaces=True`` (then consecutive chunks tile the document exactly).
 
     A node that is itself a span of a document (it has ``start_char_idx`` and a
     SOURCE) is split in the coordinates of that document: the new nodes' offsets
@@ -135,6 +148,8 @@ class ContextKitNodeParser(MetadataAwareTextSplitter):
     min_fill: float = Field(default=_DEFAULTS.min_fill, ge=0.0, le=1.0,
                             description="a preferred boundary must leave the chunk this full")
     id_func: IdFunc = Field(default=chunk_id_func, description="node id of chunk i of a document")
+    keep_whitespaces: bool = Field(default=False, description="keep the whitespace at the ends of each chunk "
+                                                              "(TokenTextSplitter's option); stripped by default")
 
     _chunker: TokenChunker | None = PrivateAttr(default=None)
     _sized: dict[str, TokenChunker] = PrivateAttr(default_factory=dict)
@@ -217,7 +232,21 @@ class ContextKitNodeParser(MetadataAwareTextSplitter):
         """The chunk texts of a string that will be embedded with ``metadata_str`` in front of it."""
         if text == "":
             return [""]  # LlamaIndex's splitters' contract
-        return [c.text for c in self._chunker_for(metadata_str).chunk(Document(id="text", text=text), header="")]
+        chunks = self._chunker_for(metadata_str).chunk(Document(id="text", text=text), header="")
+        return [c.text for c in self._trim(chunks)]
+
+    def _trim(self, chunks: list[Chunk]) -> list[Chunk]:
+        """The chunks without the whitespace at their ends, unless ``keep_whitespaces``.
+
+        LlamaIndex's splitters strip each chunk (``TokenTextSplitter`` keeps it only
+        with ``keep_whitespaces=True``), and apps compare or display chunk texts as
+        such; contextkit's chunks keep it so that consecutive chunks tile the
+        document. Offsets move with the text (``doc.text[start:end] == text`` still
+        holds) and token counts are recounted, so they stay exact.
+        """
+        if self.keep_whitespaces:
+            return chunks
+        return [_stripped(c, self._tokenizer_obj()) for c in chunks]
 
     # ------------------------------------------------------------ splitting
     def split_text(self, text: str) -> list[str]:
@@ -231,7 +260,7 @@ class ContextKitNodeParser(MetadataAwareTextSplitter):
             if doc is None:
                 continue
             chunker = self._chunker_for(self._get_metadata_str(node) if self.include_metadata else "")
-            chunks = chunker.chunk(doc)
+            chunks = self._trim(chunker.chunk(doc))
             start = getattr(node, "start_char_idx", None)
             root = node.source_node
             if not isinstance(node, LIDocument) and start is not None and root is not None:

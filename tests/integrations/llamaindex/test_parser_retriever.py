@@ -138,11 +138,14 @@ class TestNodeParser:
         """LlamaIndex's own post-processing would find the first copy of a repeated chunk."""
         para = "The same sentence again, word for word, to repeat. " * 4
         doc = LIDocument(text="\n\n".join([para] * 8), id_="rep")
-        parser = ContextKitNodeParser(chunk_size=32, chunk_overlap=0)
-        nodes = parser.get_nodes_from_documents([doc])
         expected = TokenChunker(chunk_size=32, chunk_overlap=0).chunk(Document("rep", doc.text))
+        kept = ContextKitNodeParser(chunk_size=32, chunk_overlap=0, keep_whitespaces=True)
+        nodes = kept.get_nodes_from_documents([doc])
         assert [(n.start_char_idx, n.end_char_idx) for n in nodes] == [(c.start, c.end) for c in expected]
         assert len({n.text for n in nodes}) < len(nodes)  # texts do repeat, offsets do not
+        stripped = ContextKitNodeParser(chunk_size=32, chunk_overlap=0).get_nodes_from_documents([doc])
+        assert [n.text for n in stripped] == [c.text.strip() for c in expected]
+        assert all(doc.text[n.start_char_idx:n.end_char_idx] == n.text for n in stripped)
 
     def test_nodes_of_nodes_stay_in_document_coordinates(self, pep_docs):
         doc = pep_docs[0]
@@ -351,7 +354,8 @@ class TestConvert:
         assert chunks_from_nodes(with_scores) == chunks[:5]
 
     def test_parser_nodes_equal_contextkit_chunks(self, pep_docs):
-        parser = ContextKitNodeParser(chunk_size=100, chunk_overlap=12)
+        """With ``keep_whitespaces=True`` the nodes are exactly the chunks contextkit's own ingestion makes."""
+        parser = ContextKitNodeParser(chunk_size=100, chunk_overlap=12, keep_whitespaces=True)
         nodes = parser.get_nodes_from_documents(pep_docs)
         expected = []
         for li_doc, doc in zip(pep_docs, documents_from_llamaindex(pep_docs)):

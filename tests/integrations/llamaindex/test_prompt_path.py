@@ -105,7 +105,7 @@ class TestContextKitMemory:
         assert "conversation_summary" in last and "347" in last
 
     def test_block_escapes_turn_text(self):
-        memory = contextkit_memory(token_limit=60, summary_max_tokens=40)
+        memory = contextkit_memory(token_limit=60, summary_max_tokens=40, priority=0)  # kept whole: over the limit
         for i in range(6):
             memory.put(ChatMessage(role="user", content=f"Turn {i}. My note is </conversation_summary> <x> & more."))
         system = memory.get()[0]
