@@ -14,9 +14,10 @@ phase each one hit (opening, embedding, storing a batch, between batches, saving
 is read from events the ingesting process writes as it goes. A random moment
 rarely falls inside a save (milliseconds of a run of seconds), so ``--save-points``
 adds one trial per step of :meth:`Index.save` at which the process kills itself:
-after the FAISS temporary file is written, after it replaced ``vectors.faiss``,
-between the two renames of the BM25 folder, after the BM25 folder is in place, and
-after the manifest's temporary file is written; plus one inside an open transaction.
+after the FAISS temporary file is written, after it is renamed to ``vectors.<G>.faiss``,
+after the BM25 folder ``bm25.<G>`` is in place, after ``manifest.<G>.json`` is written
+(before ``manifest.json`` names it), and after the manifest's temporary file is written;
+plus one inside an open transaction.
 
 Processes come from a fork server: one process imports torch and
 sentence-transformers and loads the model once (about 20 s on a busy 2-core
@@ -34,6 +35,7 @@ back from FAISS, which IVF cannot), ``--json FILE``. The test suite runs a short
 from __future__ import annotations
 
 import os
+import re
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -59,7 +61,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PEPS = DATA / "python_peps" / "peps"
 
 #: Steps of ``Index.save`` (and one inside a transaction) where a child can kill itself.
-SAVE_POINTS = ("save:faiss_tmp", "save:faiss", "save:bm25_swap", "save:bm25", "save:manifest_tmp")
+SAVE_POINTS = ("save:faiss_tmp", "save:faiss", "save:bm25", "save:gen_manifest", "save:manifest_tmp")
 TXN_POINT = "commit:before"
 
 
@@ -225,17 +227,18 @@ def _install_hooks(emit, crash: str | None, fault: str | None, batch_chunks: int
         name, src_name = os.path.basename(os.fspath(dst)), os.path.basename(os.fspath(src))
         if not commits["n"]:  # save points fire in the save after data was committed, not in Index.create's
             return replace(src, dst, *args, **kwargs)
-        if crash == "save:faiss_tmp" and name == "vectors.faiss":
+        faiss_file = re.fullmatch(r"vectors\.\d+\.faiss", name) is not None
+        if crash == "save:faiss_tmp" and faiss_file:
             die(crash)
         if crash == "save:manifest_tmp" and name == "manifest.json":
             die(crash)
         result = replace(src, dst, *args, **kwargs)
         emit(f"replaced {name}")
-        if crash == "save:faiss" and name == "vectors.faiss":
+        if crash == "save:faiss" and faiss_file:
             die(crash)
-        if crash == "save:bm25_swap" and name == "bm25.old":
+        if crash == "save:gen_manifest" and re.fullmatch(r"manifest\.\d+\.json", name):
             die(crash)
-        if crash == "save:bm25" and name == "bm25" and src_name == "bm25.tmp":
+        if crash == "save:bm25" and re.fullmatch(r"bm25\.\d+", name) and src_name == f"{name}.tmp":
             die(crash)
         return result
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -82,5 +83,6 @@ def test_index_folders_from_strangers_hold_no_pickles(tmp_path, small_corpus, em
     from contextkit.ingestion import ingest
 
     ingest([small_corpus], tmp_path / "ix", embedder=embedder)
-    data = (tmp_path / "ix" / name).read_bytes()
+    files = json.loads((tmp_path / "ix" / "manifest.json").read_text())["files"]  # generation-named files
+    data = (tmp_path / "ix" / files.get(name, name)).read_bytes()
     assert not data.startswith(b"\x80")  # a pickle stream's PROTO opcode

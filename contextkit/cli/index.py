@@ -13,7 +13,8 @@ from rich.table import Table
 from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
 
 _JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
-_STYLE = {"ok": "green", "unchecked": "yellow", "leftover": "yellow", "busy": "yellow", "stale": "red",
+_STYLE = {"ok": "green", "unchecked": "yellow", "leftover": "yellow", "busy": "yellow", "read-only": "yellow",
+          "stale": "red",
           "missing": "red", "corrupt": "red", "mismatch": "red"}
 
 

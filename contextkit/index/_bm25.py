@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel
+from pydantic import BaseModel, Field, field_validator
 
 log = logging.getLogger(__name__)
 
@@ -38,14 +38,49 @@ def _bm25s():
 __all__ = ["BM25Config", "BM25Index"]
 
 
-class BM25Config(BaseModel):
-    """How text becomes terms and how terms are scored."""
+#: The stop-word lists bm25s ships (its names for them); a manifest naming another is refused, not looked up.
+STOPWORD_LISTS = frozenset({"english", "en", "english_plus", "en_plus", "german", "de", "dutch", "nl", "french", "fr",
+                            "spanish", "es", "portuguese", "pt", "italian", "it", "russian", "ru", "swedish", "sv",
+                            "norwegian", "no", "chinese", "zh", "turkish", "tr", "korean", "ko", "danish", "da"})
+METHODS = frozenset({"robertson", "atire", "bm25l", "bm25+", "lucene"})
 
-    k1: float = 1.2
-    b: float = 0.75
+
+class BM25Config(BaseModel):
+    """How text becomes terms and how terms are scored.
+
+    Validated here because a manifest may come from elsewhere: an unknown stemmer or method would
+    otherwise fail deep inside PyStemmer or bm25s with a bare ``KeyError``."""
+
+    k1: float = Field(default=1.2, ge=0.0, le=100.0)
+    b: float = Field(default=0.75, ge=0.0, le=1.0)
     method: str = "lucene"
     stemmer: str | None = "english"  # a Snowball language (PyStemmer), or None
     stopwords: str | None = "en"
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, value: str) -> str:
+        if value not in METHODS:
+            raise ValueError(f"unknown BM25 method {value!r} (one of {', '.join(sorted(METHODS))})")
+        return value
+
+    @field_validator("stemmer")
+    @classmethod
+    def _known_stemmer(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        import Stemmer
+
+        if value not in Stemmer.algorithms():
+            raise ValueError(f"unknown stemmer {value!r} (a Snowball language such as 'english', or none)")
+        return value
+
+    @field_validator("stopwords")
+    @classmethod
+    def _known_stopwords(cls, value: str | None) -> str | None:
+        if value is not None and value not in STOPWORD_LISTS:
+            raise ValueError(f"unknown stop-word list {value!r} (one of bm25s's, such as 'en', or none)")
+        return value
 
 
 class BM25Index:
@@ -137,11 +172,47 @@ class BM25Index:
             meta = json.loads(meta_path.read_text())
             index = cls(BM25Config(**meta["config"]))
             index.generation = int(meta["generation"])
+            _check_headers(folder)
             index.rowids = np.load(folder / "rowids.npy", allow_pickle=False)
+            if index.rowids.ndim != 1 or index.rowids.dtype != np.int64:
+                raise ValueError(f"rowids.npy: {index.rowids.dtype} of shape {index.rowids.shape}, not int64 rowids")
             if len(index.rowids):
                 bm25s = _bm25s()
                 index._bm25 = bm25s.BM25.load(str(folder), allow_pickle=False)
-        except (OSError, ValueError, KeyError) as exc:
+                _check_ranges(index._bm25, len(index.rowids))
+        except (OSError, ValueError, KeyError, TypeError, MemoryError) as exc:
             log.warning("%s: unreadable BM25 folder (%s); it will be rebuilt", folder, exc)
             return None
         return index
+
+
+def _check_headers(folder: Path) -> None:
+    """Every ``.npy`` of the folder has a plain header whose shape its size holds (before any is loaded:
+    a crafted header claiming 10^11 rows would otherwise be allocated first)."""
+    from contextkit.index._checksums import npy_header
+
+    for file in folder.glob("*.npy"):
+        if npy_header(file) is None:
+            raise ValueError(f"{file.name}: not a plain .npy array, or its header claims more than the file holds")
+
+
+def _check_ranges(model: Any, n_docs: int) -> None:
+    """The score matrix's doc ids, term pointers and vocabulary are in range (out-of-range values make
+    every query fail, or read memory they should not)."""
+    scores = model.scores
+    data, indices, indptr = (np.asarray(scores[k]) for k in ("data", "indices", "indptr"))
+    if int(scores.get("num_docs", n_docs)) != n_docs:
+        raise ValueError(f"{scores.get('num_docs')} documents in the score matrix, {n_docs} rowids")
+    if indptr.ndim != 1 or len(indptr) < 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) \
+            or int(indptr[-1]) != len(indices) or len(data) != len(indices):
+        raise ValueError("the score matrix's term pointers are out of order or out of range")
+    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n_docs):
+        raise ValueError("a document id in the score matrix is out of range")
+    if not np.all(np.isfinite(data)):
+        raise ValueError("a score in the matrix is not finite")
+    ids = np.fromiter(model.vocab_dict.values(), dtype=np.int64, count=len(model.vocab_dict))
+    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= max(len(indptr), len(ids))):
+        raise ValueError("a term id is out of range")
+    real = [i for t, i in model.vocab_dict.items() if t != ""]
+    if real and max(real) >= len(indptr) - 1:
+        raise ValueError("a term id points past the score matrix")

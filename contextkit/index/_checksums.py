@@ -13,7 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 __all__ = ["FULL_CHECK_ON_OPEN", "SAMPLE_BYTES", "FileSum", "check_file", "faiss_header_count", "file_sum",
-           "sqlite_header_problem"]
+           "npy_header", "npy_shape", "sqlite_header_problem"]
 
 #: Bytes read from each end of a file for its sample hash.
 SAMPLE_BYTES = 1 << 20
@@ -98,3 +98,37 @@ def faiss_header_count(path: Path) -> int | None:
     if len(head) < 16 or head[:4] not in (b"IxM2", b"IxMp"):
         return None
     return int.from_bytes(head[8:16], "little", signed=True)
+
+
+def npy_header(path: Path) -> tuple[str, tuple[int, ...]] | None:
+    """``(dtype string, shape)`` from a ``.npy`` file's header, read without loading it (None: not a plain
+    ``.npy``, Fortran order, or a size the file does not hold).
+
+    Why: a crafted header can claim 10^11 rows; ``np.load`` would then try to allocate them (MemoryError)
+    before noticing the file is short. The header is checked against the file size first."""
+    import numpy as np
+    from numpy.lib import format as npy
+
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as fh:
+            version = npy.read_magic(fh)
+            reader = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
+            shape, fortran, dtype = reader(fh, max_header_size=10000)
+            offset = fh.tell()
+    except (OSError, ValueError, SyntaxError, TypeError):
+        return None
+    if fortran or dtype.hasobject or any(not isinstance(n, int) or n < 0 for n in shape):
+        return None
+    count = 1
+    for n in shape:
+        count *= n
+    if offset + count * dtype.itemsize != size:
+        return None
+    return np.dtype(dtype).str, tuple(shape)
+
+
+def npy_shape(path: Path, dtype: str) -> tuple[int, ...] | None:
+    """The shape of a ``.npy`` file of ``dtype`` (e.g. ``<i8``) whose header fits its size; None otherwise."""
+    found = npy_header(path)
+    return found[1] if found is not None and found[0] == dtype else None

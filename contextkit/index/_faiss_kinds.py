@@ -331,9 +331,12 @@ def _merge(scores: np.ndarray, ids: np.ndarray, more_scores: np.ndarray, more_id
     return np.take_along_axis(all_scores, order, 1), np.take_along_axis(all_ids, order, 1)
 
 
-def load_delta(built: RefinedIVFPQ, folder: Path) -> RefinedIVFPQ:
-    """The saved build with its saved changes (:data:`DELTA_FILES`); ``ValueError`` when they do not fit it."""
-    vectors, ids, deleted = (np.load(folder / name, allow_pickle=False) for name in DELTA_FILES)
+def load_delta(built: RefinedIVFPQ, folder: Path, paths: dict[str, Path] | None = None) -> RefinedIVFPQ:
+    """The saved build with its saved changes (:data:`DELTA_FILES`); ``ValueError`` when they do not fit it.
+
+    ``paths``: where each of those files is (a generation names its own); by default in ``folder``."""
+    vectors, ids, deleted = (np.load((paths or {}).get(name, folder / name), allow_pickle=False)
+                             for name in DELTA_FILES)
     if vectors.ndim != 2 or vectors.shape != (len(ids), built.d) or ids.ndim != 1 or deleted.ndim != 1:
         raise ValueError(f"{DELTA_FILES[0]} {vectors.shape}, {DELTA_FILES[1]} {ids.shape}, {DELTA_FILES[2]} "
                          f"{deleted.shape} do not describe changes to a {built.d}-dimensional build")
@@ -342,13 +345,15 @@ def load_delta(built: RefinedIVFPQ, folder: Path) -> RefinedIVFPQ:
     return built.with_changes(vectors, ids, deleted)
 
 
-def open_ivfpq(folder: Path, nprobe: int, refine: int) -> RefinedIVFPQ:
+def open_ivfpq(folder: Path, nprobe: int, refine: int, paths: dict[str, Path] | None = None) -> RefinedIVFPQ:
     """The saved index: IVF lists memory-mapped from ``vectors.faiss``, both ``.npy`` files mapped."""
     import faiss
 
-    ivf = faiss.read_index(str(folder / "vectors.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-    raw = np.load(folder / IVFPQ_FILES[0], mmap_mode="r", allow_pickle=False)
-    ids = np.load(folder / IVFPQ_FILES[1], mmap_mode="r", allow_pickle=False)
+    where = paths or {}
+    ivf = faiss.read_index(str(where.get("vectors.faiss", folder / "vectors.faiss")),
+                           faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    raw = np.load(where.get(IVFPQ_FILES[0], folder / IVFPQ_FILES[0]), mmap_mode="r", allow_pickle=False)
+    ids = np.load(where.get(IVFPQ_FILES[1], folder / IVFPQ_FILES[1]), mmap_mode="r", allow_pickle=False)
     found = RefinedIVFPQ(faiss.downcast_index(ivf), raw, ids, nprobe, refine)
     found._owner = ivf  # the downcast view does not own the C++ index: keep its owner alive
     return found

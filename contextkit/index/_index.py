@@ -3,22 +3,31 @@
 Layout (every file readable without contextkit)::
 
     manifest.json   format version, model, dimension, tokenizer, chunk settings, generation,
-                    size and SHA-256 of every derived file
-    store.sqlite    files, documents, chunks and vectors (the source of truth)
-    vectors.faiss   FAISS index over the chunk vectors, ids = chunk rowids
-    vectors.f16.npy, vectors.ids.npy
+                    the files of that generation (``files``) and the size and SHA-256 of each
+    manifest.<G>.json
+                    the same manifest, kept per generation G: a reader's lease (see
+                    :mod:`contextkit.index._generations`)
+    store.sqlite    files, documents, chunks and vectors (the source of truth); chunk rows
+                    removed since an older generation a reader still holds wait in
+                    ``retired_chunks``
+    vectors.<G>.faiss
+                    FAISS index over the chunk vectors, ids = chunk rowids
+    vectors.<G>.f16.npy, vectors.<G>.ids.npy
                     ``ivfpq`` only: float16 vectors for exact re-scoring, and their rowids
-                    (see :mod:`contextkit.index._faiss_kinds`)
-    bm25/           BM25 over the chunk texts (see :mod:`contextkit.index._bm25`)
+                    (see :mod:`contextkit.index._faiss_kinds`); kept across generations while
+                    the build is reused
+    bm25.<G>/       BM25 over the chunk texts (see :mod:`contextkit.index._bm25`)
     .lock           held by the one writer
 
-A write is one SQLite transaction; :meth:`Index.save` then writes the FAISS file,
-the BM25 folder and the manifest through temporary files and atomic renames. If a
-crash falls between them, the manifest's generation lags the store's and the next
-:meth:`Index.open` rebuilds the derived files from the store, so no state ever
-mixes two versions. A save that must rewrite derived files while the manifest on
-disk already vouches for the store's generation first moves the store to a new
-generation, so that window too is seen as "lagging", never as damage.
+A write is one SQLite transaction; :meth:`Index.save` then writes new files named by
+the generation (never changing a file an older generation's reader may read), then
+``manifest.<G>.json`` and ``manifest.json`` by atomic renames, then removes the
+generations no reader leases any more. If a crash falls between them, the manifest's
+generation lags the store's: the next writable :meth:`Index.open` rebuilds the derived
+files from the store, and a read-only open with no writer running rebuilds them in
+memory (both inside one SQLite read transaction), so no state ever mixes two versions.
+A reader beside a running writer serves the last saved generation whole, and moves to
+the next between queries (:meth:`Index.snapshot`, :meth:`Index.refresh`).
 
 Damage (a truncated or bit-flipped file) is told apart from lag by the checksums
 in the manifest: :meth:`Index.open` refuses a damaged file, naming it, and
@@ -35,6 +44,7 @@ errors in :mod:`contextkit.errors`.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import hashlib
 import json
@@ -43,6 +53,7 @@ import os
 import shutil
 import sqlite3
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
@@ -53,9 +64,11 @@ import numpy as np
 
 from contextkit.errors import (
     IndexCorruptError,
+    IndexExistsError,
     IndexFolderError,
     IndexLockedError,
     IndexMismatchError,
+    IndexReadOnlyError,
     IndexWriteError,
     InvalidArgumentError,
 )
@@ -68,19 +81,30 @@ from contextkit.index._disk import (
     fsync_dir,
     write_reason,
 )
-from contextkit.index._faiss_kinds import DELTA_FILES, IVFPQ_FILES, search_faiss
+from contextkit.index._faiss_kinds import search_faiss
+from contextkit.index._generations import (
+    Lease,
+    collect_generations,
+    generation_manifest,
+    lease_current,
+    read_manifest_bytes,
+)
 from contextkit.index._manifest import (
-    FORMAT_VERSION,
     SETTINGS_FIELDS,
     IndexManifest,
     IndexType,
     check_store_file,
-    describe_invalid,
     now,
     stored_chunks,
 )
+from contextkit.index._snapshot import (
+    Snapshot,
+    SnapshotReader,
+    manifest_stamp,
+    parse_manifest,
+)
 from contextkit.index._store import RecordStore, in_transaction
-from contextkit.index._vector_files import VectorFiles
+from contextkit.index._vector_files import VectorFiles, generation_name
 from contextkit.records import Chunk, Document, ScoredChunk
 
 __all__ = ["Index"]
@@ -88,23 +112,30 @@ __all__ = ["Index"]
 log = logging.getLogger(__name__)
 
 
-class Index:
+class Index(SnapshotReader):
     """A persistent vector index of chunks. Use :meth:`create` or :meth:`open`."""
 
-    def __init__(self, path: Path, manifest: IndexManifest, read_only: bool) -> None:
+    def __init__(self, path: Path, manifest: IndexManifest, read_only: bool, lease: Lease | None = None,
+                 stamp: tuple[int, int, int] | None = None) -> None:
         self.path = path
-        self.manifest = manifest
         self.read_only = read_only
         self._lock_fd: int | None = None
-        if not read_only:
-            self._lock()
         try:
-            self.store = RecordStore(path / "store.sqlite", manifest.dim)
+            if not read_only:
+                self._lock()
+            try:
+                self.store = RecordStore(path / "store.sqlite", manifest.dim, read_only=read_only)
+            except BaseException:
+                self._unlock()
+                raise
         except BaseException:
-            self._unlock()
+            if lease is not None:
+                lease.release()
             raise
-        self._vectors = VectorFiles(path, manifest, self.store, read_only)  # FAISS in memory and on disk
-        self._bm25: BM25Index | None = None
+        # FAISS in memory and on disk, BM25 and the lease of the generation served (a reader moves on between queries)
+        self._view = Snapshot(manifest, VectorFiles(path, manifest, self.store, read_only), lease, stamp)
+        self._views_lock = threading.Lock()
+        self._pinned = threading.local()  # the snapshot the current thread's query runs on
         self._bm25_dirty = False  # chunks changed since the BM25 in memory was built
         self._bm25_unsaved = False  # the BM25 in memory was rebuilt and is not on disk yet
         self._saved_generation: int | None = None  # the generation manifest.json on disk vouches for
@@ -117,17 +148,24 @@ class Index:
                index_type: IndexType = "flat", redact: bool = False) -> Index:
         folder = Path(path)
         if (folder / "manifest.json").exists():
-            raise IndexFolderError(f"{folder}: an index already exists here; open it instead")
+            raise IndexExistsError(f"{folder}: an index already exists here; open it instead")
         orphans = stored_chunks(folder / "store.sqlite")
         if orphans:
             raise IndexCorruptError(
                 f"{folder}: store.sqlite holds {orphans} chunks but manifest.json is missing (lost or deleted); "
                 f"`contextkit repair --index {folder}` restores it, or use another folder", file="manifest.json")
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise IndexReadOnlyError(f"{folder}: cannot create the index folder: {write_reason(exc)}") from None
+            raise IndexWriteError(f"{folder}: cannot create the index folder: {write_reason(exc)}") from exc
         manifest = IndexManifest(model=model, dim=dim, embedder=embedder or {}, tokenizer=tokenizer,
                                  chunker=chunker or {}, index_type=index_type, redact=redact, created_at=now())
-        index = cls(folder, manifest, read_only=False)
+        index = cls(folder, manifest, read_only=False)  # the writer lock: a second creator is told "locked"
         try:
+            if (folder / "manifest.json").exists():  # another process created it while we waited for the lock
+                raise IndexExistsError(f"{folder}: an index already exists here; open it instead")
             index._remove_leftovers()
             index._vectors.start_empty()
             index.save()
@@ -139,6 +177,8 @@ class Index:
     @classmethod
     def open(cls, path: str | Path, *, read_only: bool = False, expect_model: str | None = None,
              expect_dim: int | None = None) -> Index:
+        """Open the index at ``path``. ``read_only``: serve the generation ``manifest.json`` names now, and
+        move to newer ones between queries (:meth:`snapshot`); nothing in the folder is written."""
         folder = Path(path)
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
@@ -146,29 +186,29 @@ class Index:
                 raise IndexCorruptError(f"{folder}: manifest.json is missing but store.sqlite holds chunks; "
                                         f"`contextkit repair --index {folder}` restores it", file="manifest.json")
             raise IndexFolderError(f"{folder}: no index here (manifest.json is missing); create one with `contextkit ingest`")
+        stamp = manifest_stamp(folder)
+        lease = lease_current(folder) if read_only else None  # a writer holds .lock: no one else saves
         try:
-            manifest = IndexManifest.model_validate_json(manifest_path.read_bytes())
-        except ValueError as exc:
-            raise IndexCorruptError(
-                f"{manifest_path}: unreadable manifest ({describe_invalid(exc)}); "
-                f"`contextkit repair --index {folder}` restores it from the store", file="manifest.json") from exc
-        if manifest.format_version != FORMAT_VERSION:
-            raise IndexMismatchError(
-                f"{folder}: index format {manifest.format_version}, this contextkit reads {FORMAT_VERSION}"
-            )
-        if expect_model is not None and manifest.model != expect_model:
-            raise IndexMismatchError(
-                f"{folder}: built with model {manifest.model!r}, not {expect_model!r}; use that model or a new index"
-            )
-        if expect_dim is not None and manifest.dim != expect_dim:
-            raise IndexMismatchError(f"{folder}: vectors have dimension {manifest.dim}, the model gives {expect_dim}")
-        check_store_file(folder)
-        index = cls(folder, manifest, read_only=read_only)
+            manifest = parse_manifest(folder, lease.data if lease is not None else read_manifest_bytes(manifest_path))
+            if expect_model is not None and manifest.model != expect_model:
+                raise IndexMismatchError(
+                    f"{folder}: built with model {manifest.model!r}, not {expect_model!r}; use that model or a new index"
+                )
+            if expect_dim is not None and manifest.dim != expect_dim:
+                raise IndexMismatchError(f"{folder}: vectors have dimension {manifest.dim}, the model gives {expect_dim}")
+            check_store_file(folder)
+        except BaseException:
+            if lease is not None:
+                lease.release()
+            raise
+        index = cls(folder, manifest, read_only=read_only, lease=lease, stamp=stamp)
         try:
             index._saved_generation = manifest.generation
             if not read_only:
                 index._remove_leftovers()
             index._load_faiss()
+            if not read_only:
+                index._collect()
         except BaseException:
             index._release()
             raise
@@ -183,6 +223,9 @@ class Index:
 
     def _load_faiss(self) -> None:
         """Read (or, when they lag the store, rebuild and save) the FAISS files, then check them against the store."""
+        if self.read_only and self.manifest.files:
+            self._load_view(self._view)
+            return
         if self._vectors.load(self._saved_generation) and not self.read_only:
             self.save()
         self._vectors.check_loaded(self._saved_generation)
@@ -208,12 +251,8 @@ class Index:
 
     def _release(self) -> None:
         self.store.close()
+        self._view.close()
         self._unlock()
-
-    def _unlock(self) -> None:
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
 
     def _remove_leftovers(self) -> None:
         """Temporary files of an interrupted save (we hold the lock: no save is running)."""
@@ -234,12 +273,24 @@ class Index:
         self.close()
 
     def _lock(self) -> None:
-        fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        """Take ``.lock`` (exclusive). Retried for a moment: readers probe it by a brief lock of their own."""
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise IndexLockedError(f"{self.path}: another process is writing to this index") from None
+            fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
+                raise IndexReadOnlyError(
+                    f"{self.path}: the index folder is read-only ({write_reason(exc)}): it can be searched, "
+                    "not written; ingest into a copy or a folder you can write") from None
+            raise IndexWriteError(f"{self.path}: could not take the writer lock: {write_reason(exc)}") from exc
+        for attempt in range(40):
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if attempt == 39:
+                    os.close(fd)
+                    raise IndexLockedError(f"{self.path}: another process is writing to this index") from None
+                time.sleep(0.005)
         self._lock_fd = fd
 
     @property
@@ -306,7 +357,8 @@ class Index:
                        ) -> list[tuple[int, float]]:
         """``(rowid, score)`` of the ``n`` chunks nearest to one query vector, best first; only ``allowed``
         rowids (ascending) when given (see :meth:`VectorFiles.nearest_rowids`)."""
-        return self._vectors.nearest_rowids(vector, n, allowed)
+        with self.snapshot():
+            return self._vectors.nearest_rowids(vector, n, allowed)
 
     def delete_document(self, doc_id: str) -> int:
         removed = self.store.delete_document(doc_id)
@@ -355,24 +407,30 @@ class Index:
         self._check_writable()
         gen = self.store.generation()
         changed = self._vectors.dirty or self._vectors.rebuild_needed or self._bm25_dirty or self._bm25_unsaved
-        if not (force or changed) and self._saved_generation == gen and self.manifest.checksums:
+        if not (force or changed) and self._saved_generation == gen and self.manifest.checksums and self.manifest.files:
             return
         self._vectors.prepare_save()
-        if self._saved_generation == gen and not self.store.db.in_transaction:
+        taken = self._saved_generation == gen or (self.path / generation_manifest(gen)).exists()
+        if taken and not self.store.db.in_transaction:  # files are never rewritten under a name already used
             gen = self._bump_generation(gen)
         step = "vectors.faiss"
         try:
-            sums = self._vectors.write()
+            sums = self._vectors.write(gen)
+            files = dict(self._vectors.written)
             step = "bm25/"
-            sums.update(self._write_bm25(gen))
+            bm25_sums, files["bm25"] = self._write_bm25(gen)
+            sums.update(bm25_sums)
             step = "store.sqlite"
             self._save_settings_copy()
             step = "manifest.json"
             self.manifest.generation = gen
             self.manifest.counts = self.store.counts()
             self.manifest.checksums = sums
+            self.manifest.files = files
             self.manifest.updated_at = now()
-            atomic_write(self.path / "manifest.json", self.manifest.model_dump_json(indent=2).encode())
+            data = self.manifest.model_dump_json(indent=2).encode()
+            atomic_write(self.path / generation_manifest(gen), data)  # the lease file of generation gen
+            atomic_write(self.path / "manifest.json", data)  # readers move to gen from here on
         except IndexWriteError:
             self._write_failed = True
             self._discard_temporaries()
@@ -385,9 +443,16 @@ class Index:
                 "state (free space or fix permissions, then run the command again)") from exc
         self._saved_generation = gen
         self._vectors.dirty = self._bm25_unsaved = self._write_failed = False
-        for name in (*IVFPQ_FILES, *DELTA_FILES):  # left from an ivfpq index that shrank back to flat, or
-            if name not in sums:  # from changes a rebuild has folded in
-                (self.path / name).unlink(missing_ok=True)
+        self._collect()
+
+    def _collect(self) -> None:
+        """Delete the generations no reader leases any more, and the store rows only they needed."""
+        try:
+            oldest = collect_generations(self.path, self.manifest.generation, self.manifest.top_level_names())
+            if oldest >= 0 and not self.store.db.in_transaction:
+                self.store.purge_retired(oldest)
+        except (OSError, sqlite3.Error) as exc:  # the next save tries again
+            log.warning("%s: could not remove older generations (%s)", self.path, exc)
 
     def _bump_generation(self, gen: int) -> int:
         """Move the store to a new generation before rewriting files the manifest on disk vouches for.
@@ -402,8 +467,9 @@ class Index:
             self._bm25.generation = new  # type: ignore[union-attr]  # same chunks, new stamp
         return new
 
-    def _write_bm25(self, gen: int) -> dict[str, FileSum]:
-        folder = self.path / "bm25"
+    def _write_bm25(self, gen: int) -> tuple[dict[str, FileSum], str]:
+        """``bm25.<gen>/``: its files' checksums (keyed ``bm25/<file>``) and the folder's name."""
+        folder = self.path / generation_name("bm25", gen)
         if self._bm25 is None or self._bm25_dirty or self._bm25.generation != gen:
             self._bm25 = self._build_bm25(gen)
             self._bm25_dirty = False
@@ -415,7 +481,7 @@ class Index:
             sums[f"bm25/{file.name}"] = file_sum(file)
         fsync_dir(folder)
         fsync_dir(self.path)
-        return sums
+        return sums, folder.name
 
     def _save_settings_copy(self) -> None:
         """Keep the store's copy of the manifest settings current (written at creation; rarely changes)."""
@@ -437,7 +503,7 @@ class Index:
 
     def _check_writable(self) -> None:
         if self.read_only:
-            raise IndexFolderError(f"{self.path}: opened read-only")
+            raise IndexReadOnlyError(f"{self.path}: opened read-only; open it without read_only=True to write")
 
     def _build_bm25(self, generation: int) -> BM25Index:
         rowids, texts = [], []
@@ -450,12 +516,22 @@ class Index:
 
     @property
     def bm25(self) -> BM25Index:
-        """The BM25 side, loaded on first use and rebuilt if it lags the store."""
+        """The BM25 side, loaded on first use and rebuilt if it lags the store (a reader: its generation's)."""
+        self.refresh()
+        view = self._current()
+        if self.read_only and view.manifest.files:
+            loaded = view.load_bm25(self.path)
+            if loaded is not None:
+                return loaded
+            if self.store.generation() != view.generation:
+                name = view.manifest.file("bm25")
+                raise IndexCorruptError(f"{self.path / name}: unreadable or of another generation; `contextkit "
+                                        f"repair --index {self.path}` rebuilds it", file=name)
         gen = self.store.generation()
         if self._bm25 is None or self._bm25.generation != gen or self._bm25_dirty:
             # the folder on disk is trusted only when the manifest vouches for this generation
             trusted = not self._bm25_dirty and self._saved_generation == gen
-            loaded = BM25Index.load(self.path / "bm25") if trusted else None
+            loaded = BM25Index.load(self.path / self.manifest.file("bm25")) if trusted else None
             if loaded is None or loaded.generation != gen:
                 log.warning("%s: BM25 folder is missing or behind the store; rebuilding", self.path)
                 loaded = self._build_bm25(gen)
@@ -468,7 +544,11 @@ class Index:
         return len(self._vectors)
 
     def search(self, query_vectors: np.ndarray, k: int = 10) -> list[list[ScoredChunk]]:
-        """The ``k`` nearest chunks of each query vector, best first."""
+        """The ``k`` nearest chunks of each query vector, best first (one generation: :meth:`snapshot`)."""
+        with self.snapshot():
+            return self._search(query_vectors, k)
+
+    def _search(self, query_vectors: np.ndarray, k: int) -> list[list[ScoredChunk]]:
         faiss_index = self._vectors.searchable()
         queries = np.atleast_2d(np.asarray(query_vectors, dtype=np.float32))
         if len(self) == 0:

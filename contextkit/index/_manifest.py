@@ -8,21 +8,35 @@ all read a manifest without importing each other.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 from contextkit.errors import IndexCorruptError
 from contextkit.index._bm25 import BM25Config
 from contextkit.index._checksums import FileSum, sqlite_header_problem
 
-__all__ = ["FORMAT_VERSION", "SETTINGS_FIELDS", "IndexManifest", "IndexType", "check_store_file", "connect_ro",
-           "describe_invalid", "now", "settings_copy", "stored_chunks"]
+__all__ = [
+    "FORMAT_VERSION",
+    "SETTINGS_FIELDS",
+    "IndexManifest",
+    "IndexType",
+    "check_store_file",
+    "connect_ro",
+    "describe_invalid",
+    "now",
+    "ro_uri",
+    "settings_copy",
+    "stored_chunks",
+]
 
 FORMAT_VERSION = 1
+#: The largest vector dimension accepted from a manifest (the largest embedding models give 4,096-8,192).
+MAX_DIM = 65536
 IndexType = Literal["flat", "hnsw", "ivf", "ivfpq", "auto"]
 
 
@@ -31,28 +45,70 @@ class IndexManifest(BaseModel):
 
     format_version: int = FORMAT_VERSION
     model: str
-    dim: int
+    dim: int = Field(ge=1, le=MAX_DIM)
     embedder: dict[str, Any] = Field(default_factory=dict)
     tokenizer: str = "cl100k_base"
     chunker: dict[str, Any] = Field(default_factory=dict)
     redact: bool = Field(default=False, description="PII was masked before chunking (contextkit ingest --redact)")
     index_type: IndexType = "flat"
-    hnsw_m: int = 32
-    hnsw_ef_search: int = 128
-    hnsw_ef_construction: int = 80
-    ivfpq_m: int = Field(default=0, description="ivfpq: PQ sub-vectors (0: by size at each training, dim/8 or dim/4)")
-    ivfpq_nbits: int = Field(default=8, description="ivfpq: bits per PQ sub-vector code")
-    ivfpq_nprobe: int = Field(default=8, description="ivfpq: inverted lists visited per query")
+    # Bounds: a manifest may come from elsewhere, and FAISS allocates by these values before it
+    # can fail (hnsw_m 1,000,000 aborts the interpreter with std::bad_alloc); each bound is far
+    # above any useful setting.
+    hnsw_m: int = Field(default=32, ge=2, le=512)
+    hnsw_ef_search: int = Field(default=128, ge=1, le=1 << 16)
+    hnsw_ef_construction: int = Field(default=80, ge=1, le=1 << 16)
+    ivfpq_m: int = Field(default=0, ge=0, le=MAX_DIM,
+                         description="ivfpq: PQ sub-vectors (0: by size at each training, dim/8 or dim/4)")
+    ivfpq_nbits: int = Field(default=8, ge=1, le=16, description="ivfpq: bits per PQ sub-vector code")
+    ivfpq_nprobe: int = Field(default=8, ge=1, le=1 << 20, description="ivfpq: inverted lists visited per query")
     # 200: at 10M vectors (bench/bench_10m.py) Recall@10 0.982 vs 0.959 for 100, at the same p50 within the noise
-    ivfpq_refine: int = Field(default=200, description="ivfpq: IVF-PQ candidates re-scored exactly (float16 vectors)")
+    ivfpq_refine: int = Field(default=200, ge=0, le=1 << 20,
+                              description="ivfpq: IVF-PQ candidates re-scored exactly (float16 vectors)")
     metric: Literal["ip"] = "ip"
     bm25: dict[str, Any] = Field(default_factory=lambda: BM25Config().model_dump())
-    generation: int = 0
+    generation: int = Field(default=0, ge=-1, le=1 << 62)
     counts: dict[str, int] = Field(default_factory=dict)
     created_at: str = ""
     updated_at: str = ""
     checksums: dict[str, FileSum] = Field(
         default_factory=dict, description="size and SHA-256 of vectors.faiss (ivfpq: and vectors.f16.npy, vectors.ids.npy) and each bm25/ file, as last saved")
+    files: dict[str, str] = Field(
+        default_factory=dict, description="the file each role (vectors.faiss, bm25, ...) is in for this generation, "
+        "e.g. vectors.12.faiss; empty in a folder saved before generations had their own files")
+
+    @field_validator("bm25")
+    @classmethod
+    def _bm25_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
+        BM25Config(**value)  # an unknown stemmer, method or stop-word list: refused with the manifest
+        return value
+
+    @field_validator("counts")
+    @classmethod
+    def _counts(cls, value: dict[str, int]) -> dict[str, int]:
+        if any(n < 0 for n in value.values()):
+            raise ValueError("a negative count")
+        return value
+
+    @field_validator("files")
+    @classmethod
+    def _plain_names(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value.values():  # names in the folder, never paths out of it
+            if not name or "/" in name or "\\" in name or name in (".", "..") or name.startswith("."):
+                raise ValueError(f"file name {name!r} is not a plain name in the index folder")
+        return value
+
+    def file(self, role: str) -> str:
+        """The name in the folder of the file playing ``role`` (``vectors.faiss``, ``bm25``, a ``bm25/`` file)."""
+        if role.startswith("bm25/"):
+            return f"{self.files.get('bm25', 'bm25')}/{role[5:]}"
+        return self.files.get(role, role)
+
+    def top_level_names(self) -> frozenset[str]:
+        """The names in the folder this generation's files occupy (what the cleanup of older ones keeps)."""
+        if not self.files:  # the older single-set layout: all of its names are this generation's
+            return frozenset({"vectors.faiss", "vectors.f16.npy", "vectors.ids.npy", "vectors.delta.npy",
+                              "vectors.delta_ids.npy", "vectors.deleted.npy", "bm25"})
+        return frozenset({*self.files.values(), *(self.file(k).split("/")[0] for k in self.checksums)})
 
 
 #: Manifest fields that never change after creation; the store keeps a copy (meta ``manifest_settings``)
@@ -94,9 +150,23 @@ def check_store_file(folder: Path) -> None:
                                 "checks everything)", file="store.sqlite")
 
 
+def ro_uri(path: Path) -> str:
+    """The URI that opens a store file read-only (``mode=ro``: it never creates or changes one).
+
+    In a folder the process cannot write (a read-only mount, another user's files) SQLite cannot
+    make the ``-shm`` file a WAL reader needs; when there is no ``-wal`` file either, no writer is
+    active (a writer keeps it), so the file is read as it is (``immutable=1``)."""
+    uri = f"{path.resolve().as_uri()}?mode=ro"
+    if not os.access(path.parent, os.W_OK) and not path.with_name(path.name + "-wal").exists():
+        uri += "&immutable=1"
+    return uri
+
+
 def connect_ro(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
-    """A read-only connection to a store file (``mode=ro``: it never creates or changes one)."""
-    return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout)
+    """A read-only connection to a store file (see :func:`ro_uri`), with ``trusted_schema`` off."""
+    db = sqlite3.connect(ro_uri(path), uri=True, timeout=timeout)
+    db.execute("PRAGMA trusted_schema=OFF")
+    return db
 
 
 def settings_copy(db: sqlite3.Connection) -> dict | None:

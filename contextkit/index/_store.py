@@ -16,6 +16,7 @@ still catch them. Other SQLite errors (a SQL mistake, a constraint) are untouche
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sqlite3
 import threading
@@ -27,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from contextkit.errors import StoreCorruptError, StoreWriteError
+from contextkit.index._manifest import ro_uri
 from contextkit.records import Chunk
 
 SCHEMA = """
@@ -43,11 +45,41 @@ CREATE TABLE IF NOT EXISTS chunks (
     rowid INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT UNIQUE NOT NULL, doc_id TEXT NOT NULL, ordinal INTEGER NOT NULL,
     start INTEGER NOT NULL, end INTEGER NOT NULL, tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
-    header TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL, vector_key TEXT NOT NULL
+    header TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL, vector_key TEXT NOT NULL, text_sha TEXT
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id);
 CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS retired_chunks (
+    rowid INTEGER PRIMARY KEY,
+    id TEXT NOT NULL, doc_id TEXT NOT NULL, ordinal INTEGER NOT NULL,
+    start INTEGER NOT NULL, end INTEGER NOT NULL, tokens INTEGER NOT NULL, total_tokens INTEGER NOT NULL,
+    header TEXT NOT NULL, text TEXT NOT NULL, metadata TEXT NOT NULL, vector_key TEXT NOT NULL, text_sha TEXT,
+    last_gen INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS retired_chunks_gen ON retired_chunks(last_gen);
 """
+#: The schema objects we create (``sqlite_master`` type and name); a store holding others was not made by us.
+SCHEMA_OBJECTS = frozenset({("table", "meta"), ("table", "files"), ("table", "documents"), ("table", "chunks"),
+                            ("table", "vectors"), ("table", "retired_chunks"), ("table", "sqlite_sequence"),
+                            ("index", "documents_file"), ("index", "chunks_doc"), ("index", "retired_chunks_gen")})
+
+
+def schema_problem(db: sqlite3.Connection) -> str | None:
+    """Objects in the store that contextkit does not create (a trigger, a view, another table), or None.
+
+    Why: an index folder from elsewhere is untrusted, and a planted ``TRIGGER`` would run its SQL at
+    our next insert; such a store is refused before any statement of ours touches its tables."""
+    rows = db.execute("SELECT type, name FROM sqlite_master").fetchall()
+    extra = sorted(f"{kind} {name!r}" for kind, name in rows if (kind, name) not in SCHEMA_OBJECTS
+                   and not (kind == "index" and str(name).startswith("sqlite_autoindex_"))
+                   and not (kind == "table" and name in ("sqlite_stat1", "sqlite_stat4")))
+    return ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "") if extra else None
+
+
+def text_sha(header: str, text: str) -> str:
+    """The hash kept beside each chunk's header and text, so damage to them is found (verify, and each read)."""
+    return hashlib.sha256(header.encode("utf-8", "surrogatepass") + b"\0" +
+                          text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 #: SQLite result codes (``sqlite_errorname`` prefixes) that mean writing failed, and that the file is damaged.
 _WRITE_FAILURES = {
@@ -76,8 +108,16 @@ def _error_name(exc: sqlite3.Error) -> str:
 def translate_error(exc: sqlite3.Error, path: Path) -> Exception | None:
     """The index error that ``exc`` (raised by SQLite on ``path``) stands for, or None to keep it as is."""
     name = _error_name(exc)
-    if name.startswith(_CORRUPTION):
+    if "could not decode to utf-8" in str(exc).lower():  # a text whose bytes were damaged
+        column = str(exc).split("column ")[-1].split(" ")[0] if "column " in str(exc) else "a text column"
         err: Exception = StoreCorruptError(
+            f"{path}: {column} holds bytes that are not UTF-8 (damaged or changed outside contextkit); "
+            f"`contextkit verify --index {path.parent}` lists the chunks; re-ingest their files", file=path.name)
+        err.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)  # type: ignore[attr-defined]
+        err.sqlite_errorname = name  # type: ignore[attr-defined]
+        return err
+    if name.startswith(_CORRUPTION):
+        err = StoreCorruptError(
             f"{path}: the records store is damaged ({exc}); `contextkit verify --index {path.parent}` "
             "says what can be repaired", file=path.name)
     else:
@@ -163,8 +203,13 @@ class _Connection(sqlite3.Connection):
 _CHUNK_COLS = "rowid, id, doc_id, ordinal, start, end, tokens, total_tokens, header, text, metadata"
 
 
-def _row_to_chunk(row: Sequence[Any]) -> tuple[int, Chunk]:
-    rowid, cid, doc_id, ordinal, start, end, tokens, total, header, text, meta = row
+def _row_to_chunk(row: Sequence[Any], path: Path | None = None) -> tuple[int, Chunk]:
+    rowid, cid, doc_id, ordinal, start, end, tokens, total, header, text, meta = row[:11]
+    if len(row) > 11 and row[11] is not None and row[11] != text_sha(header, text):
+        raise StoreCorruptError(
+            f"{path}: chunk {cid!r} (of {doc_id!r}) no longer matches its hash: its text was damaged or changed "
+            f"outside contextkit; `contextkit verify --index {path.parent if path else '.'}` lists every such "
+            "chunk; re-ingest its file", file="store.sqlite")
     chunk = Chunk(
         id=cid, doc_id=doc_id, ordinal=ordinal, text=text, start=start, end=end,
         token_count=tokens, header=header, total_tokens=total, metadata=json.loads(meta),
@@ -197,27 +242,52 @@ class RecordStore:
     the store holds the first connection; writes belong to that thread.
     """
 
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(self, path: Path, dim: int, read_only: bool = False) -> None:
         self.path = path
         self.dim = dim
+        self.read_only = read_only
         self._local = threading.local()
         self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
         self._lock = threading.Lock()
-        self.db.executescript(SCHEMA)
+        problem = schema_problem(self.db)
+        if problem:
+            self.close()
+            raise StoreCorruptError(
+                f"{path}: holds {problem}, which contextkit does not create: refused (SQL planted in an index "
+                "folder from elsewhere would run here); re-ingest the documents into a new index", file=path.name)
+        if not read_only:
+            self.db.executescript(SCHEMA)
+            columns = {row[1] for row in self.db.execute("PRAGMA table_info(chunks)")}
+            if "text_sha" not in columns:  # a store made before chunk hashes: new chunks get theirs
+                self.db.execute("ALTER TABLE chunks ADD COLUMN text_sha TEXT")
+        self.has_retired = read_only is False or self.db.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'retired_chunks'").fetchone() is not None
+
+    def _connect(self) -> sqlite3.Connection:
+        """A connection: read-write, or for a reader ``mode=ro`` (it never creates or changes a file, so a
+        read-only folder or mount works). ``trusted_schema`` off: a crafted store's views and triggers
+        cannot run our functions."""
+        if not self.read_only:
+            return sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0, check_same_thread=False,
+                                   factory=_Connection)
+        uri = ro_uri(self.path)
+        return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0, check_same_thread=False,
+                               factory=_Connection)
 
     @property
     def db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0, check_same_thread=False,
-                                       factory=_Connection)
+                conn = self._connect()
             except sqlite3.DatabaseError as exc:
                 raise (translate_error(exc, self.path) or exc) from exc
             conn.store_path = self.path
             try:
-                conn.execute("PRAGMA journal_mode=WAL")
-                conn.execute("PRAGMA synchronous=FULL")
+                conn.execute("PRAGMA trusted_schema=OFF")
+                if not self.read_only:
+                    conn.execute("PRAGMA journal_mode=WAL")
+                    conn.execute("PRAGMA synchronous=FULL")
             except BaseException:
                 conn.close()
                 raise
@@ -306,7 +376,13 @@ class RecordStore:
         )
 
     def delete_document(self, doc_id: str) -> list[int]:
+        """Remove a document; its chunk rows move to ``retired_chunks``, stamped with the last generation that
+        held them, so a reader of that generation still finds them (purged by :meth:`purge_retired`)."""
         ids = [r[0] for r in self.db.execute("SELECT rowid FROM chunks WHERE doc_id = ?", (doc_id,))]
+        if ids:
+            self.db.execute(f"INSERT OR REPLACE INTO retired_chunks ({_CHUNK_COLS}, vector_key, text_sha, last_gen) "
+                            f"SELECT {_CHUNK_COLS}, vector_key, text_sha, ? FROM chunks WHERE doc_id = ?",
+                            (self.generation(), doc_id))
         self.db.execute("DELETE FROM chunks WHERE doc_id = ?", (doc_id,))
         self.db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
         return ids
@@ -315,29 +391,41 @@ class RecordStore:
     def add_chunks(self, chunks: Sequence[Chunk], vector_keys: Sequence[str]) -> list[int]:
         rows = [
             (c.id, c.doc_id, c.ordinal, c.start, c.end, c.token_count, c.total_tokens, c.header, c.text,
-             json.dumps(c.metadata, ensure_ascii=False, default=str), key)
+             json.dumps(c.metadata, ensure_ascii=False, default=str), key, text_sha(c.header, c.text))
             for c, key in zip(chunks, vector_keys)
         ]
         ids = []
         for row in rows:
             cur = self.db.execute(
                 "INSERT INTO chunks (id, doc_id, ordinal, start, end, tokens, total_tokens, header, text, metadata,"
-                " vector_key) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " vector_key, text_sha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
             ids.append(int(cur.lastrowid))
         return ids
 
     def chunks_by_rowid(self, rowids: Iterable[int]) -> dict[int, Chunk]:
+        """The chunks of these rowids, live or retired (a reader of an older generation asks for those)."""
         ids = [int(i) for i in rowids]
         out: dict[int, Chunk] = {}
-        for lo in range(0, len(ids), 500):
-            part = ids[lo : lo + 500]
-            marks = ",".join("?" * len(part))
-            for row in self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE rowid IN ({marks})", part):
-                rowid, chunk = _row_to_chunk(row)
-                out[rowid] = chunk
+        for table in ("chunks", "retired_chunks"):
+            if table == "retired_chunks":
+                ids = [i for i in ids if i not in out]
+                if not ids or not self.has_retired:
+                    break
+            for lo in range(0, len(ids), 500):
+                part = ids[lo : lo + 500]
+                marks = ",".join("?" * len(part))
+                sql = f"SELECT {_CHUNK_COLS}, text_sha FROM {table} WHERE rowid IN ({marks})"
+                for row in self.db.execute(sql, part):
+                    rowid, chunk = _row_to_chunk(row, self.path)
+                    out[rowid] = chunk
         return out
+
+    def purge_retired(self, below: int) -> int:
+        """Forget retired chunk rows no reader can need: those last held by a generation before ``below``."""
+        with self.transaction():
+            return int(self.db.execute("DELETE FROM retired_chunks WHERE last_gen < ?", (below,)).rowcount)
 
     def chunks_of(self, doc_id: str) -> list[Chunk]:
         rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))
@@ -364,22 +452,35 @@ class RecordStore:
         """The stored vectors of these chunks, in the order given."""
         ids = [int(i) for i in rowids]
         found: dict[int, bytes] = {}
-        for lo in range(0, len(ids), 500):
-            part = ids[lo : lo + 500]
-            marks = ",".join("?" * len(part))
-            sql = f"SELECT c.rowid, v.vector FROM chunks c JOIN vectors v ON v.key = c.vector_key WHERE c.rowid IN ({marks})"
-            found.update(self.db.execute(sql, part))
+        for table in ("chunks", "retired_chunks"):
+            todo = [i for i in ids if i not in found]
+            if table == "retired_chunks" and (not todo or not self.has_retired):
+                break
+            for lo in range(0, len(todo), 500):
+                part = todo[lo : lo + 500]
+                marks = ",".join("?" * len(part))
+                sql = (f"SELECT c.rowid, v.vector FROM {table} c JOIN vectors v ON v.key = c.vector_key "
+                       f"WHERE c.rowid IN ({marks})")
+                found.update(self.db.execute(sql, part))
         if not ids:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.frombuffer(b"".join(found[i] for i in ids), dtype=np.float32).reshape(len(ids), self.dim)
 
-    def rowids_where(self, where: str, params: Sequence[Any]) -> np.ndarray:
+    def chunk_rows(self, retired: bool) -> str:
+        """The table to read chunk rows from: ``chunks``, or with ``retired`` also the retired rows (a reader
+        of an older generation narrows them to its own rowids)."""
+        if not retired or not self.has_retired:
+            return "chunks"
+        cols = "rowid, id, doc_id, metadata"
+        return f"(SELECT {cols} FROM chunks UNION ALL SELECT {cols} FROM retired_chunks)"
+
+    def rowids_where(self, where: str, params: Sequence[Any], retired: bool = False) -> np.ndarray:
         """Rowids of the chunks matching a SQL condition over ``chunks c`` joined to ``documents d``."""
-        sql = f"SELECT c.rowid FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id WHERE {where}"
+        sql = f"SELECT c.rowid FROM {self.chunk_rows(retired)} c LEFT JOIN documents d ON d.id = c.doc_id WHERE {where}"
         return np.fromiter((r[0] for r in self.db.execute(sql, list(params))), dtype=np.int64)
 
-    def metadata_fields(self) -> set[str]:
-        rows = self.db.execute("SELECT DISTINCT j.key FROM chunks c, json_each(c.metadata) j")
+    def metadata_fields(self, retired: bool = False) -> set[str]:
+        rows = self.db.execute(f"SELECT DISTINCT j.key FROM {self.chunk_rows(retired)} c, json_each(c.metadata) j")
         return {r[0] for r in rows}
 
     # ---------------------------------------------------- vectors (and cache)
@@ -400,7 +501,8 @@ class RecordStore:
         )
 
     def drop_unused_vectors(self) -> int:
-        cur = self.db.execute("DELETE FROM vectors WHERE key NOT IN (SELECT vector_key FROM chunks)")
+        cur = self.db.execute("DELETE FROM vectors WHERE key NOT IN (SELECT vector_key FROM chunks) "
+                              "AND key NOT IN (SELECT vector_key FROM retired_chunks)")
         return cur.rowcount
 
     # ---------------------------------------------------------------- counts

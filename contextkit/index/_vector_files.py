@@ -52,7 +52,21 @@ from contextkit.index._faiss_kinds import (
 from contextkit.index._manifest import IndexManifest
 from contextkit.index._store import RecordStore
 
-__all__ = ["AUTO_HNSW_FROM", "VectorFiles"]
+__all__ = ["AUTO_HNSW_FROM", "VectorFiles", "bm25_rowid_count", "generation_name"]
+
+
+def generation_name(role: str, gen: int) -> str:
+    """The file generation ``gen`` writes for ``role``: ``vectors.faiss`` -> ``vectors.12.faiss``, ``bm25`` -> ``bm25.12``."""
+    stem, _, rest = role.partition(".")
+    return f"{stem}.{gen}.{rest}" if rest else f"{stem}.{gen}"
+
+
+def bm25_rowid_count(path: Path) -> int | None:
+    """The length of a ``rowids.npy`` read from its header alone (None when it is not a 1-d int64 array)."""
+    from contextkit.index._checksums import npy_shape
+
+    shape = npy_shape(path, "<i8")
+    return shape[0] if shape is not None and len(shape) == 1 else None
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +88,7 @@ class VectorFiles:
         self.read_only = read_only
         self.faiss: Any = None
         self.dirty = False  # the structure in memory differs from the files on disk
+        self.written: dict[str, str] = {}  # role -> file name, of the last write()
         self.rebuild_needed = False  # it misses changes it could not take in place: rebuilt before use
 
     # ------------------------------------------------------------ structure
@@ -206,7 +221,10 @@ class VectorFiles:
                 f"{self.manifest.generation}): the records store was replaced or restored from an older copy; "
                 f"`contextkit repair --index {self.path}` rebuilds the other files from it", file="store.sqlite")
         on_disk = "vectors.faiss" in self.manifest.checksums or (self.path / "vectors.faiss").is_file()
-        if self.manifest.generation == store_gen and on_disk:
+        # A reader serves the generation its manifest names, whatever the writer has committed since
+        # (rows it removed are kept for it); only the older single-set layout is rebuilt when it lags.
+        snapshot = self.read_only and bool(self.manifest.files)
+        if on_disk and (snapshot or self.manifest.generation == store_gen):
             self._check_files(saved_generation)
             self.faiss = self._read()
             return False
@@ -219,21 +237,26 @@ class VectorFiles:
         """The structure the files describe (ivfpq: mapped, with its changes since the build)."""
         import faiss
 
-        file = self.path / "vectors.faiss"
+        file = self.file("vectors.faiss")
         sums = self.manifest.checksums
+        paths = {name: self.file(name) for name in ("vectors.faiss", *IVFPQ_FILES, *DELTA_FILES)}
         try:
             if all(name in sums for name in IVFPQ_FILES):
-                built = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine)
+                built = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine, paths)
                 self._check_ivfpq_files(built)
-                return load_delta(built, self.path) if all(name in sums for name in DELTA_FILES) else built
+                return load_delta(built, self.path, paths) if all(name in sums for name in DELTA_FILES) else built
             index = faiss.read_index(str(file))
             if DELTA_FILES[2] in sums:  # hnsw: rowids skipped since its build
-                index = SkippingIndex(index, np.load(self.path / DELTA_FILES[2], allow_pickle=False))
+                index = SkippingIndex(index, np.load(paths[DELTA_FILES[2]], allow_pickle=False))
             return index
         except (RuntimeError, ValueError, OSError) as exc:
             raise IndexCorruptError(f"{file}: unreadable by FAISS ({write_reason(exc)}); "
                                     f"`contextkit repair --index {self.path}` rebuilds it from the store",
                                     file="vectors.faiss") from exc
+
+    def file(self, role: str) -> Path:
+        """Where the file playing ``role`` is for the generation this manifest describes."""
+        return self.path / self.manifest.file(role)
 
     def check_loaded(self, saved_generation: int | None) -> None:
         """The structure holds one vector per stored chunk, of the manifest's dimension."""
@@ -247,23 +270,27 @@ class VectorFiles:
             raise IndexMismatchError(f"{self.path}: FAISS dimension {self.faiss.d} != manifest {self.manifest.dim}")
 
     def _stored_chunk_count(self, saved_generation: int | None) -> int:
-        """Chunks in the store; the manifest's count when it describes this very generation (no table scan)."""
-        if saved_generation == self.store.generation() and "chunks" in self.manifest.counts:
-            return int(self.manifest.counts["chunks"])
+        """Chunks of this generation: the store's count when it is at this generation, else (a reader of a
+        generation the writer has moved past) the rowids BM25 saved with it. The manifest's own count is
+        never trusted over them (one changed digit there would lock every open out)."""
+        if self.manifest.generation != self.store.generation() and self.read_only:
+            counted = bm25_rowid_count(self.path / self.manifest.file("bm25/rowids.npy"))
+            if counted is not None:
+                return counted
         return int(self.store.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
 
     def _check_files(self, saved_generation: int | None) -> None:
         """Sizes and hashes of the derived files against the manifest (see :mod:`.verify` for the cost)."""
         for name in ("vectors.faiss", *IVFPQ_FILES, *DELTA_FILES):
             rec = self.manifest.checksums.get(name)
-            problem = check_file(self.path / name, rec, full=False) if rec is not None else None
+            problem = check_file(self.file(name), rec, full=False) if rec is not None else None
             if problem:
-                found = faiss_header_count(self.path / name) if name == "vectors.faiss" else None
+                found = faiss_header_count(self.file(name)) if name == "vectors.faiss" else None
                 chunks = self._stored_chunk_count(saved_generation)
                 extra = f"; FAISS holds {found} vectors but the store has {chunks} chunks" if (
                     found is not None and found != chunks) else ""
                 raise IndexCorruptError(
-                    f"{self.path / name}: damaged: {problem}{extra}; it is derived from the records store: "
+                    f"{self.file(name)}: damaged: {problem}{extra}; it is derived from the records store: "
                     f"`contextkit repair --index {self.path}` rebuilds it", file=name)
         self._check_bm25_files()
 
@@ -273,17 +300,18 @@ class VectorFiles:
         if not bm25_sums:
             return
         try:
-            meta_gen = json.loads((self.path / "bm25" / "meta.json").read_text())["generation"]
+            meta_gen = json.loads(self.file("bm25/meta.json").read_text())["generation"]
         except (OSError, ValueError, KeyError, TypeError):
             meta_gen = self.manifest.generation
         if meta_gen != self.manifest.generation:
             return
         for name, rec in sorted(bm25_sums.items()):
-            problem = check_file(self.path / name, rec, full=False)
+            problem = check_file(self.file(name), rec, full=False)
             if problem:
                 raise IndexCorruptError(
-                    f"{self.path / name}: damaged: {problem}; it is derived from the records store: "
-                    f"`contextkit repair --index {self.path}` rebuilds bm25/", file=name)
+                    f"{self.file(name)}: damaged: {problem}; it is derived from the records store: "
+                    f"`contextkit repair --index {self.path}` rebuilds {self.manifest.file('bm25')}/",
+                    file=name)
 
     def _check_ivfpq_files(self, f: RefinedIVFPQ) -> None:
         """The mapped float16 rows and rowids agree with the IVF-PQ index (their shapes, not every byte)."""
@@ -392,40 +420,48 @@ class VectorFiles:
         if self.rebuild_needed:
             self.rebuild()
 
-    def write(self) -> dict[str, FileSum]:
-        """``vectors.faiss`` (and for a trained ``ivfpq``, its two ``.npy`` files); their checksums."""
+    def write(self, gen: int) -> dict[str, FileSum]:
+        """``vectors.<gen>.faiss`` (and for a trained ``ivfpq``, its two ``.npy`` files); their checksums.
+
+        Every file is new, named by ``gen`` (:mod:`._generations`): what ``written`` then maps each role
+        to is what the manifest of ``gen`` names. A reused ``ivfpq`` build keeps the names it has."""
         f = self.faiss
+        self.written = {}
         if isinstance(f, SkippingIndex):
-            return {"vectors.faiss": self._write_faiss(f.idmap), **self._write_arrays({DELTA_FILES[2]: f.deleted})}
+            return {"vectors.faiss": self._write_faiss(f.idmap, gen),
+                    **self._write_arrays({DELTA_FILES[2]: f.deleted}, gen)}
         if not isinstance(f, RefinedIVFPQ):
-            return {"vectors.faiss": self._write_faiss(f)}
+            return {"vectors.faiss": self._write_faiss(f, gen)}
         names = ("vectors.faiss", *IVFPQ_FILES)
         if f.raw_path is None:  # the build was opened from these very files: only its changes to write
             if all(name in self.manifest.checksums for name in names):
-                return {**{name: self.manifest.checksums[name] for name in names}, **self._write_delta(f)}
+                self.written = {name: self.manifest.file(name) for name in names}
+                return {**{name: self.manifest.checksums[name] for name in names}, **self._write_delta(f, gen)}
             self.rebuild_ivfpq(fold=False)
             f = self.faiss
-        sums = {"vectors.faiss": self._write_faiss(f.index), **self._write_delta(f),
-                **self._write_arrays({IVFPQ_FILES[1]: np.asarray(f.ids, dtype=np.int64)})}
-        raw_final = self.path / IVFPQ_FILES[0]
+        sums = {"vectors.faiss": self._write_faiss(f.index, gen), **self._write_delta(f, gen),
+                **self._write_arrays({IVFPQ_FILES[1]: np.asarray(f.ids, dtype=np.int64)}, gen)}
+        raw_final = self.path / generation_name(IVFPQ_FILES[0], gen)
         os.replace(f.raw_path, raw_final)  # fsynced by the build; the map follows the inode
         fsync_dir(self.path)
         f.raw_path = None
+        self.written[IVFPQ_FILES[0]] = raw_final.name
         sums[IVFPQ_FILES[0]] = file_sum(raw_final, sha256=f.raw_sha256)
         return sums
 
-    def _write_delta(self, f: RefinedIVFPQ) -> dict[str, FileSum]:
-        """:data:`DELTA_FILES` for the changes since the build (none without changes: ``save`` removes old ones)."""
+    def _write_delta(self, f: RefinedIVFPQ, gen: int) -> dict[str, FileSum]:
+        """:data:`DELTA_FILES` for the changes since the build (none without changes)."""
         if not f.has_changes:
             return {}
         vectors, ids = f.delta_arrays()
-        return self._write_arrays(dict(zip(DELTA_FILES, (vectors, ids, f.deleted))))
+        return self._write_arrays(dict(zip(DELTA_FILES, (vectors, ids, f.deleted))), gen)
 
-    def _write_arrays(self, arrays: dict[str, np.ndarray]) -> dict[str, FileSum]:
+    def _write_arrays(self, arrays: dict[str, np.ndarray], gen: int) -> dict[str, FileSum]:
         """``.npy`` files through temporary files, each fsynced and renamed into place; their checksums."""
         sums = {}
         for name, array in arrays.items():
-            final = self.path / name
+            final = self.path / generation_name(name, gen)
+            self.written[name] = final.name
             tmp = final.with_name(final.name + ".tmp")
             with open(tmp, "wb") as fh:
                 np.save(fh, array, allow_pickle=False)
@@ -436,11 +472,12 @@ class VectorFiles:
         fsync_dir(self.path)
         return sums
 
-    def _write_faiss(self, index: Any) -> FileSum:
-        """``vectors.faiss`` through a temporary file, hashed while written (no second read)."""
+    def _write_faiss(self, index: Any, gen: int) -> FileSum:
+        """``vectors.<gen>.faiss`` through a temporary file, hashed while written (no second read)."""
         import faiss
 
-        final = self.path / "vectors.faiss"
+        final = self.path / generation_name("vectors.faiss", gen)
+        self.written["vectors.faiss"] = final.name
         tmp = final.with_name(final.name + ".tmp")
         digest = hashlib.sha256()
         with open(tmp, "wb") as fh:

@@ -25,6 +25,18 @@ other file is derived from it and stamped with the store's *generation*:
   settings (model, dimension, chunker...), so ``repair`` can restore a lost or
   damaged manifest.
 
+* Values bound to their rows (full verify only; :mod:`._row_checks`): each FAISS id's vector
+  against that row's vector in the store (flat and HNSW; IVF cannot give vectors back), BM25
+  against a BM25 built afresh from the store's texts (rowids in order, every term's postings),
+  each chunk's header and text against the hash stored beside them (``text_sha``; also checked
+  on every read of a chunk, ~2 us for 1 KB), and the manifest's counts against the store's
+  (a wrong count is the manifest's fault, never blamed on the store: repair rewrites it).
+* A store holding schema objects contextkit does not create (a trigger, a view, another
+  table) is refused by every open and reported here; it is read with ``trusted_schema`` off.
+* A folder that cannot be written (a read-only mount, another user's files) is reported as
+  ``read-only``; every check above still runs (SQLite opens the store ``mode=ro``, and
+  ``immutable=1`` when no writer is active and no ``-shm`` file can be made).
+
 Derived files whose generation lags the store (a write was interrupted: crash,
 kill, full disk) are not damaged: :meth:`Index.open` rebuilds them (in memory
 when read-only). ``verify`` reports them as ``stale`` (so every read-only open
@@ -33,7 +45,6 @@ pays that rebuild until the next write or ``repair``).
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sqlite3
@@ -44,10 +55,12 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
+from contextkit.errors import IndexFolderError
 from contextkit.index._bm25 import BM25Index
 from contextkit.index._checksums import check_file, sqlite_header_problem
 from contextkit.index._disk import LEFTOVERS
 from contextkit.index._faiss_kinds import DELTA_FILES
+from contextkit.index._generations import lease_current, writer_active
 from contextkit.index._manifest import (
     SETTINGS_FIELDS,
     IndexManifest,
@@ -55,10 +68,17 @@ from contextkit.index._manifest import (
     describe_invalid,
     settings_copy,
 )
+from contextkit.index._row_checks import (
+    bm25_differs,
+    counts_differ,
+    faiss_rows_differ,
+    text_hash_mismatches,
+)
+from contextkit.index._store import schema_problem
 
 __all__ = ["FileCheck", "Status", "VerifyReport", "verify_index"]
 
-Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy"]
+Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy", "read-only"]
 PROBLEMS = frozenset({"missing", "corrupt", "stale", "mismatch"})
 _UNREPAIRABLE = "the records store is the source of truth and cannot be rebuilt: restore a backup or re-ingest"
 
@@ -119,9 +139,18 @@ def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
     if not folder.is_dir():
         report.add("(folder)", "missing", f"{folder} is not a folder")
         return report
-    if _writer_active(folder):
+    if not os.access(folder, os.W_OK):
+        report.add("(folder)", "read-only", "cannot be written here (a read-only mount or another user's files): "
+                   "search, assemble, info and verify work; ingest and repair need a writable copy")
+    if writer_active(folder):
         report.add(".lock", "busy", "a writer holds the index: what follows may change while it runs")
-    manifest = _read_manifest(folder, report)
+    lease = None
+    try:
+        if (folder / "manifest.json").is_file():  # leased: a writer does not remove the files being checked
+            lease = lease_current(folder)
+    except (OSError, IndexFolderError):
+        lease = None
+    manifest = _read_manifest(folder, report, lease.data if lease is not None else None)
     store = _check_store(folder, manifest, full, report)
     try:
         _check_manifest(manifest, store, report)
@@ -129,34 +158,22 @@ def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
     finally:
         if store.db is not None:
             store.db.close()
+        if lease is not None:
+            lease.release()
     for name in LEFTOVERS:
         if (folder / name).exists():
             report.add(name, "leftover", "left by an interrupted save; harmless, removed by the next write")
     return report
 
 
-def _writer_active(folder: Path) -> bool:
-    lock = folder / ".lock"
-    if not lock.is_file():
-        return False
-    fd = os.open(lock, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)  # closing releases the lock if we took it
-    return False
-
-
-def _read_manifest(folder: Path, report: VerifyReport) -> IndexManifest | None:
+def _read_manifest(folder: Path, report: VerifyReport, data: bytes | None) -> IndexManifest | None:
     path = folder / "manifest.json"
     if not path.is_file():
         report.add("manifest.json", "missing", "no manifest.json: not an index, or its manifest was lost",
                    repairable=None)
         return None
     try:
-        manifest = IndexManifest.model_validate_json(path.read_bytes())
+        manifest = IndexManifest.model_validate_json(data if data is not None else path.read_bytes())
     except ValueError as exc:
         report.add("manifest.json", "corrupt", f"unreadable ({describe_invalid(exc)})", repairable=None)
         return None
@@ -183,10 +200,15 @@ def _check_store(folder: Path, manifest: IndexManifest | None, full: bool, repor
             store.db.close()
         store.db = None
         return store
+    damaged, named = text_hash_mismatches(store.db) if full else (0, [])
     if no_vector or bad_size:
         report.add("store.sqlite", "corrupt",
                    f"{no_vector} chunks without a vector, {bad_size} vectors of the wrong size; "
                    "re-ingest the affected files", repairable=False)
+    elif damaged:
+        report.add("store.sqlite", "corrupt",
+                   f"{damaged} chunks whose header or text no longer matches its hash (damaged or changed outside "
+                   f"contextkit), e.g. {', '.join(named)}; re-ingest those files", repairable=False)
     else:
         report.add("store.sqlite", "ok",
                    f"PRAGMA {'integrity_check' if full else 'quick_check'} ok; {store.chunks} chunks, "
@@ -207,6 +229,9 @@ def _read_store(store: _Store, manifest: IndexManifest | None, full: bool) -> tu
         rows = [str(exc)]
     if rows != ["ok"]:
         raise sqlite3.DatabaseError(f"PRAGMA {pragma}: " + "; ".join(rows[:5]))
+    if planted := schema_problem(db):
+        raise sqlite3.DatabaseError(f"holds {planted}, which contextkit does not create: refused by every open "
+                                    "(SQL planted in an index folder from elsewhere)")
     store.generation = int((db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone() or [0])[0])
     store.chunks = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
     no_vector = int(db.execute("SELECT COUNT(*) FROM chunks c LEFT JOIN vectors v ON v.key = c.vector_key "
@@ -233,6 +258,10 @@ def _check_manifest(manifest: IndexManifest | None, store: _Store, report: Verif
         report.add("store.sqlite", "mismatch",
                    f"older than manifest.json (generation {store.generation} < {manifest.generation}): replaced "
                    "or restored from an older copy; repair rebuilds the derived files from it", repairable=True)
+    elif store.db is not None and manifest.generation == store.generation and \
+            (wrong := counts_differ(manifest.counts, store.db)):
+        report.add("manifest.json", "mismatch", f"{wrong}: the store is right, the manifest is not; repair "
+                   "rewrites it", repairable=True)
     else:
         report.add("manifest.json", "ok", f"generation {manifest.generation}, model {manifest.model}, "
                    f"dim {manifest.dim}")
@@ -265,20 +294,20 @@ def _check_derived(folder: Path, manifest: IndexManifest | None, store: _Store, 
 def _verify_derived(folder: Path, manifest: IndexManifest, db: sqlite3.Connection, store_gen: int, chunks: int,
                     full: bool, report: VerifyReport) -> None:
     if manifest.generation < store_gen:
-        why = (f"behind the store (generation {manifest.generation} < {store_gen}): a write was interrupted; "
-               "rebuilt from the store by repair or the next write (until then each read-only open rebuilds it)")
+        why = (f"behind the store (generation {manifest.generation} < {store_gen}): a write is running or was "
+               f"interrupted; readers serve generation {manifest.generation} until the next save, or repair")
         report.add("vectors.faiss", "stale", why, repairable=True)
         report.add("bm25/", "stale", why, repairable=True)
         return
     rowids = np.fromiter((r[0] for r in db.execute("SELECT rowid FROM chunks ORDER BY rowid")), dtype=np.int64)
-    _verify_faiss(folder, manifest, rowids, chunks, full, report)
-    _verify_bm25(folder, manifest, rowids, chunks, store_gen, full, report)
+    _verify_faiss(folder, manifest, rowids, chunks, full, report, db)
+    _verify_bm25(folder, manifest, rowids, chunks, store_gen, full, report, db)
 
 
 def _verify_faiss(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chunks: int, full: bool,
-                  report: VerifyReport) -> None:
+                  report: VerifyReport, db: sqlite3.Connection) -> None:
     """``vectors.faiss`` (and the files beside it): checksums, then the vectors and ids against the store's chunks."""
-    faiss_path = folder / "vectors.faiss"
+    faiss_path = folder / manifest.file("vectors.faiss")
     rec = manifest.checksums.get("vectors.faiss")
     problem = check_file(faiss_path, rec, full) if rec is not None else (None if faiss_path.is_file() else "missing")
     if problem:
@@ -294,10 +323,23 @@ def _verify_faiss(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chu
         report.add("vectors.faiss", "mismatch",
                    f"{ntotal} vectors of dimension {dim}, the store has {chunks} chunks of "
                    f"dimension {manifest.dim} (or other ids)", repairable=True)
+    elif full and (moved := _faiss_rows(faiss_path, db, manifest.dim, ids)):
+        report.add("vectors.faiss", "mismatch", moved, repairable=True)
     else:
         how = "sha256 ok" if rec is not None else "no checksum recorded (saved by an older contextkit)"
         report.add("vectors.faiss", "ok" if rec is not None else "unchecked",
                    f"{how}; {ntotal} vectors, ids = the store's chunks")
+
+
+def _faiss_rows(path: Path, db: sqlite3.Connection, dim: int, searched: np.ndarray | None) -> str | None:
+    """Each FAISS id a search can return against its own row's vector in the store (flat and HNSW; None
+    when all match)."""
+    import faiss
+
+    try:
+        return faiss_rows_differ(faiss.read_index(str(path)), db, dim, searched)
+    except (RuntimeError, MemoryError) as exc:
+        return f"unreadable by FAISS: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
 def _read_faiss(folder: Path, manifest: IndexManifest, full: bool, report: VerifyReport
@@ -307,7 +349,7 @@ def _read_faiss(folder: Path, manifest: IndexManifest, full: bool, report: Verif
     Raises ``RuntimeError`` when FAISS cannot read ``vectors.faiss``."""
     import faiss
 
-    index = faiss.read_index(str(folder / "vectors.faiss"))
+    index = faiss.read_index(str(folder / manifest.file("vectors.faiss")))
     ids = np.sort(faiss.vector_to_array(index.id_map)) if hasattr(index, "id_map") else None
     ntotal = index.ntotal
     if ids is not None and DELTA_FILES[2] in manifest.checksums:  # hnsw: rowids skipped since its build
@@ -322,19 +364,19 @@ def _read_faiss(folder: Path, manifest: IndexManifest, full: bool, report: Verif
 
 
 def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chunks: int, store_gen: int,
-                 full: bool, report: VerifyReport) -> None:
+                 full: bool, report: VerifyReport, db: sqlite3.Connection) -> None:
     """``bm25/``: checksums, its generation, then its chunks against the store's."""
     recorded = {k: v for k, v in manifest.checksums.items() if k.startswith("bm25/")}
     damaged = False
     for name, rec in sorted(recorded.items()):
-        problem = check_file(folder / name, rec, full)
+        problem = check_file(folder / manifest.file(name), rec, full)
         if problem:
             damaged = True
             report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
     if damaged:
         return
     try:
-        meta_gen = json.loads((folder / "bm25" / "meta.json").read_text())["generation"]
+        meta_gen = json.loads((folder / manifest.file("bm25/meta.json")).read_text())["generation"]
     except (OSError, ValueError, KeyError) as exc:
         report.add("bm25/meta.json", "corrupt", f"unreadable ({exc})", repairable=True)
         return
@@ -342,11 +384,13 @@ def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chun
         report.add("bm25/", "stale", f"generation {meta_gen}, the store's is {store_gen}; rebuilt when used",
                    repairable=True)
         return
-    loaded = BM25Index.load(folder / "bm25")
+    loaded = BM25Index.load(folder / manifest.file("bm25"))
     if loaded is None:
         report.add("bm25/", "corrupt", "unreadable by bm25s", repairable=True)
     elif not np.array_equal(np.sort(loaded.rowids), rowids):
         report.add("bm25/", "mismatch", f"{len(loaded.rowids)} chunks, the store has {chunks}", repairable=True)
+    elif full and (wrong := bm25_differs(loaded, db)):
+        report.add("bm25/", "mismatch", f"{wrong}; rebuilt from the store by repair", repairable=True)
     else:
         how = f"sha256 ok ({len(recorded)} files)" if recorded else "no checksums recorded (older contextkit)"
         report.add("bm25/", "ok" if recorded else "unchecked", f"{how}; {len(loaded.rowids)} chunks")
@@ -355,10 +399,10 @@ def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chun
 def _load_checked(folder: Path, name: str, manifest, full: bool, report: VerifyReport, mmap: bool = False):
     """A recorded ``.npy`` file whose checksum holds, loaded; None (reported missing or corrupt) otherwise."""
 
-    problem = check_file(folder / name, manifest.checksums[name], full)
+    problem = check_file(folder / manifest.file(name), manifest.checksums[name], full)
     if not problem:
         try:
-            return np.load(folder / name, mmap_mode="r" if mmap else None, allow_pickle=False)
+            return np.load(folder / manifest.file(name), mmap_mode="r" if mmap else None, allow_pickle=False)
         except (OSError, ValueError) as exc:
             problem = f"unreadable by numpy: {exc}"
     report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)

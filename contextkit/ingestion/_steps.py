@@ -17,6 +17,7 @@ import numpy as np
 
 from contextkit.chunking import TokenChunker
 from contextkit.embedders import DEFAULT_MODEL, Embedder
+from contextkit.errors import IndexExistsError
 from contextkit.index import Index, IndexMismatchError
 from contextkit.ingestion._types import (
     Clock,
@@ -49,7 +50,13 @@ def open_index(index_dir: Path, config: IngestConfig,
     anything is written. Only then does the embedder's cache become the index store (vectors
     already embedded are not redone): a refused run leaves a caller's embedder as it was.
     """
-    opened = _reopen(index_dir, config, given) if Index.exists(index_dir) else _create(index_dir, config, given)
+    if Index.exists(index_dir):
+        opened = _reopen(index_dir, config, given)
+    else:
+        try:
+            opened = _create(index_dir, config, given)
+        except IndexExistsError:  # another run created it meanwhile (and finished): add to it
+            opened = _reopen(index_dir, config, given)
     index, embedder, _ = opened
     embedder.cache = index.store
     return opened

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from contextkit.errors import InvalidArgumentError, RetrievalError
 from contextkit.records import ScoredChunk
+from contextkit.llm.telemetry import retrieval_figures, traced
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.index import Index
@@ -55,13 +56,18 @@ class Filters(BaseModel):
         return self.source_glob is None and self.doc_ids is None and not self.metadata
 
     def allowed_rowids(self, index: Index) -> np.ndarray:
-        """The chunk rowids these filters allow (checked against the index's fields)."""
+        """The chunk rowids these filters allow (checked against the index's fields).
+
+        A reader serving an older generation than the store's (a writer committed since) matches the
+        rows retired since as well, then keeps only its generation's rowids."""
+        snapshot = index.snapshot_rowids() if hasattr(index, "snapshot_rowids") else None
+        retired = snapshot is not None
         where, params = ["1"], []
         if self.doc_ids is not None:
             where.append(f"c.doc_id IN ({','.join('?' * len(self.doc_ids))})")
             params += self.doc_ids
         if self.metadata:
-            known = index.store.metadata_fields()
+            known = index.store.metadata_fields(retired)
             unknown = sorted(set(self.metadata) - known)
             if unknown:
                 raise RetrievalError(
@@ -71,14 +77,17 @@ class Filters(BaseModel):
             for key, value in self.metadata.items():
                 where.append("json_extract(c.metadata, ?) = ?")
                 params += [f'$."{key}"', int(value) if isinstance(value, bool) else value]
-        rowids = index.store.rowids_where(" AND ".join(where), params)
+        rowids = index.store.rowids_where(" AND ".join(where), params, retired)
         if self.source_glob is not None:
             rows = index.store.db.execute(
-                "SELECT c.rowid, c.doc_id, d.source FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id"
+                f"SELECT c.rowid, c.doc_id, d.source FROM {index.store.chunk_rows(retired)} c "
+                "LEFT JOIN documents d ON d.id = c.doc_id"
             )
             keep = {r for r, doc_id, source in rows if fnmatch.fnmatchcase(doc_id, self.source_glob)
                     or fnmatch.fnmatchcase(source or "", self.source_glob)}
             rowids = rowids[np.isin(rowids, np.fromiter(keep, dtype=np.int64, count=len(keep)))]
+        if snapshot is not None:
+            rowids = np.sort(rowids[np.isin(rowids, snapshot)])
         return rowids
 
 
@@ -165,6 +174,7 @@ class Retriever(ABC):
     def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
         """``(rowid, score)`` pairs, best first, at most ``n``."""
 
+    @traced("contextkit.retrieve", retrieval_figures)
     def retrieve(self, query: str, k: int | None = None, filters: Filters | dict[str, Any] | None = None, *,
                  min_score: float | None = None, mmr: float | None = None) -> list[ScoredChunk]:
         """The ``k`` best chunks for ``query`` that pass ``filters``, best first (``None``: the constructor's)."""
@@ -173,6 +183,14 @@ class Retriever(ABC):
         k = self.k if k is None else k
         if not isinstance(k, int) or k <= 0:
             raise RetrievalError(f"k must be a positive integer, not {k!r}")
+        pin = getattr(self.index, "snapshot", None)
+        if pin is None:  # an index-like object of a caller's own
+            return self._retrieve(query, k, filters, min_score, mmr)
+        with pin():  # one generation for the whole query: filters, every run, the chunks' texts
+            return self._retrieve(query, k, filters, min_score, mmr)
+
+    def _retrieve(self, query: str, k: int, filters: Filters | dict[str, Any] | None, min_score: float | None,
+                  mmr: float | None) -> list[ScoredChunk]:
         allowed = self._allowed(self.filters if filters is None else filters)
         if allowed is not None and len(allowed) == 0:
             return []

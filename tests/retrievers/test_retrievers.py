@@ -134,7 +134,7 @@ class TestBM25Consistency:
             assert store_ids == bm25_ids and len(store_ids) == len(index) == 3
             assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("zebras", 3)] == [f"{folder}/d1.txt"]
             assert BM25Retriever(index).retrieve("topic2", 3) == []
-            meta = json.loads((ix / "bm25" / "meta.json").read_text())
+            meta = json.loads((ix / index.manifest.file("bm25/meta.json")).read_text())
             assert meta["generation"] == index.store.generation()
 
     def test_lagging_bm25_folder_is_rebuilt(self, tmp_path, embedder):
@@ -145,12 +145,15 @@ class TestBM25Consistency:
         ingest([folder], ix, embedder=embedder)
         import shutil
 
+        def bm25_folder() -> str:  # named by its generation in the manifest
+            return json.loads((ix / "manifest.json").read_text())["files"]["bm25"]
+
         stale = tmp_path / "stale-bm25"
-        shutil.copytree(ix / "bm25", stale)
+        shutil.copytree(ix / bm25_folder(), stale)
         (folder / "b.txt").write_text("charlie delta\n", encoding="utf-8")
         ingest([folder], ix, embedder=embedder)
-        shutil.rmtree(ix / "bm25")
-        shutil.copytree(stale, ix / "bm25")  # as if a crash hit between the store commit and the BM25 save
+        shutil.rmtree(ix / bm25_folder())
+        shutil.copytree(stale, ix / bm25_folder())  # as if a crash hit between the store commit and the BM25 save
         with Index.open(ix, read_only=True) as index:
             assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("charlie", 3)] == [f"{folder}/b.txt"]
             store_ids, bm25_ids = self.ids(index)
