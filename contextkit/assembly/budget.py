@@ -52,6 +52,7 @@ from contextkit.assembly.render import Renderer
 from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
 from contextkit.assembly.sections import Section, SectionError
 from contextkit.errors import BudgetError
+from contextkit.llm.telemetry import assembly_figures, traced
 from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["AssemblyOptions", "AssemblyResult", "BudgetError", "assemble", "resolve_budget"]
@@ -146,6 +147,7 @@ def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer 
     return limit, profile, get_tokenizer(name)
 
 
+@traced("contextkit.assemble", assembly_figures)
 def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, history_summarizer: Any = None,
              redactor: Any = None, options: AssemblyOptions | None = None, **overrides: Any) -> AssemblyResult:
     """Build one prompt from ``sections`` that fits ``budget`` tokens.

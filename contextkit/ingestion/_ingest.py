@@ -10,6 +10,7 @@ from typing import Any
 from contextkit.embedders import Embedder
 from contextkit.errors import IndexFolderError, NothingToIngestError
 from contextkit.ingestion._local import run_batches
+from contextkit.llm.telemetry import ingest_figures, traced
 from contextkit.ingestion._steps import open_index, prune
 from contextkit.ingestion._types import (
     Clock,
@@ -31,6 +32,7 @@ _INDEX_NAMES = frozenset({".lock", "store.sqlite", "store.sqlite-wal", "store.sq
                           "bm25", "bm25.tmp", "bm25.old", "vectors.faiss", "manifest.json.tmp"})
 
 
+@traced("contextkit.ingest", ingest_figures)
 def ingest(
     paths: Sequence[str | Path],
     index_dir: str | Path,
