@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
-#: Notebooks not yet stored with outputs (their owners store them with their next change; then remove them here).
-STRIPPED = frozenset({"04_llamaindex.ipynb"})
+#: Notebooks allowed without stored outputs (none now: every notebook is stored from one run).
+STRIPPED: frozenset[str] = frozenset()
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
