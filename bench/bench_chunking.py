@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -93,12 +94,16 @@ def texts_of(chunks: list[Any]) -> list[str]:
     return [c if isinstance(c, str) else c.text for c in chunks]
 
 
-def best_of(found: dict[str, Factory], texts: list[str], repeats: int) -> tuple[dict[str, float], dict[str, Any]]:
-    """Best wall seconds per method over ``repeats`` round-robin passes, and the last pass's chunks."""
+def best_of(found: dict[str, Factory], texts: list[str], repeats: int, warm: str,
+            on_last: Callable[[str, list[Any]], None]) -> dict[str, float]:
+    """Best wall seconds per method over ``repeats`` round-robin passes; ``on_last(name, out)``
+    sees each method's chunks of the last pass (measured there, off the clock, then dropped).
+
+    Round-robin: each repeat times every method once, so a burst of load from another
+    process hits all methods alike instead of one method's every repeat."""
     for factory in found.values():
-        factory()(texts[0][:20000])  # first-call costs (lazy imports, nltk data) stay off the clock
+        factory()(warm)  # first-call costs (lazy imports, nltk data) stay off the clock
     best: dict[str, float] = dict.fromkeys(found, float("inf"))
-    last: dict[str, Any] = {}
     for rep in range(repeats):
         print(f"  repeat {rep + 1}/{repeats}: {', '.join(found)}", flush=True)
         for name, factory in found.items():
@@ -107,9 +112,19 @@ def best_of(found: dict[str, Factory], texts: list[str], repeats: int) -> tuple[
             t0 = time.perf_counter()
             out = [fn(t) for t in texts]
             best[name] = min(best[name], time.perf_counter() - t0)
-            last[name] = out if rep == repeats - 1 else None
+            if rep == repeats - 1:
+                on_last(name, out)
             del out
-    return best, last
+    return best
+
+
+def chunk_stats(enc: Any, stats: dict[str, dict[str, Any]]) -> Callable[[str, list[Any]], None]:
+    """An ``on_last`` for :func:`best_of`: the token bound of every chunker's chunks (not tiktoken's ids)."""
+    def record(name: str, out: list[Any]) -> None:
+        if not name.startswith("tiktoken"):
+            stats[name] = bound_stats([len(enc.encode_ordinary(s)) for chunks in out for s in texts_of(chunks)])
+
+    return record
 
 
 def one_text(enc: Any, texts: list[str], repeats: int, workers: int) -> dict[str, dict[str, Any]]:
@@ -120,14 +135,19 @@ def one_text(enc: Any, texts: list[str], repeats: int, workers: int) -> dict[str
     found = peers(enc)
     found["contextkit TokenChunker w=1"] = contextkit(1)
     found[f"contextkit TokenChunker w={workers}"] = contextkit(workers)
-    best, last = best_of(found, [text], repeats)
-    rows = {name: {"mb_s": mb / best[name], "seconds": best[name]} for name in found}
-    single = [(c.start, c.end) for c in last["contextkit TokenChunker w=1"][0]]
+    stats: dict[str, dict[str, Any]] = {}
+    spans: dict[str, list[tuple[int, int]]] = {}
+    record_stats = chunk_stats(enc, stats)
+
+    def on_last(name: str, out: list[Any]) -> None:
+        record_stats(name, out)
+        if name.startswith("contextkit"):
+            spans[name] = [(c.start, c.end) for c in out[0]]
+
+    best = best_of(found, [text], repeats, text[:20000], on_last)
+    rows = {name: {"mb_s": mb / best[name], "seconds": best[name], **stats.get(name, {})} for name in found}
     rows[f"contextkit TokenChunker w={workers}"]["same_as_w1"] = (
-        [(c.start, c.end) for c in last[f"contextkit TokenChunker w={workers}"][0]] == single)
-    for name, out in last.items():
-        if not name.startswith("tiktoken") and out is not None:
-            rows[name].update(bound_stats([len(enc.encode_ordinary(s)) for s in texts_of(out[0])]))
+        spans[f"contextkit TokenChunker w={workers}"] == spans["contextkit TokenChunker w=1"])
     return rows
 
 
@@ -197,24 +217,9 @@ def one_text_section(enc: Any, texts: list[str], args: argparse.Namespace) -> di
 
 def per_document(enc: Any, texts: list[str], mb: float, args: argparse.Namespace) -> dict[str, Any]:
     """Each PEP on its own: every method on one thread, then contextkit's chunk_many over processes."""
-    # Round-robin: each repeat times every method once, so a burst of load from another
-    # process hits all methods alike instead of one method's every repeat.
     found = methods(enc)
-    for factory in found.values():
-        factory()(texts[0])  # first-call costs (lazy imports, nltk data) stay off the clock
-    best: dict[str, float] = dict.fromkeys(found, float("inf"))
     stats: dict[str, dict[str, Any]] = {}
-    for rep in range(args.repeats):
-        print(f"  repeat {rep + 1}/{args.repeats}: {', '.join(found)}", flush=True)
-        for name, factory in found.items():
-            fn = factory()  # a fresh chunker, off the clock
-            gc.collect()  # start each pass from the same small heap
-            t0 = time.perf_counter()
-            out = [fn(t) for t in texts]
-            best[name] = min(best[name], time.perf_counter() - t0)
-            if rep == args.repeats - 1 and not name.startswith("tiktoken"):
-                stats[name] = bound_stats([len(enc.encode_ordinary(s)) for chunks in out for s in texts_of(chunks)])
-            del out
+    best = best_of(found, texts, args.repeats, texts[0], chunk_stats(enc, stats))
     rows = {name: {"mb_s": mb / best[name], "seconds": best[name], **stats.get(name, {})} for name in found}
 
     # The parallel path. A chunker keeps its worker pool between chunk_many calls: a fresh
