@@ -252,8 +252,6 @@ class TestAssemblyMessages:
                         "gpt-4o")
 
     def test_a_chat_model_gets_the_messages(self, assembled):
-        if not hasattr(assembled, "messages"):
-            pytest.skip("AssemblyResult.messages() is not in this tree yet")
         llm = FlakyLLM(name="gpt-4o", chat_model=True)
         result = reliable(llm).run(assembled)
         assert llm.chats == [assembled.messages(style="openai")] and llm.prompts == []

@@ -209,12 +209,11 @@ def _sections(instructions: str | None, query: str, evidence: list[EvidenceItem]
     return parts
 
 
-def _history_min_share() -> float | None:
-    """ContextAssembler's default share kept for the history (None where the assembler has no such option)."""
+def _history_min_share() -> float:
+    """ContextAssembler's default share kept for the history, so both assemble history alike."""
     from contextkit.assembly.context_assembler import AssemblerConfig
 
-    field = AssemblerConfig.model_fields.get("history_min_share")
-    return None if field is None else field.default
+    return AssemblerConfig.model_fields["history_min_share"].default
 
 
 def _sent(template: BasePromptTemplate, llm: LLM, tok: Tokenizer, variables: dict[str, str]) -> tuple[str, int]:
@@ -233,10 +232,9 @@ def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget:
                  options: dict[str, Any] | None = None, summarizer: Any = None) -> PromptBuild:
     """Assemble the blocks so that the *sent* prompt (template, system prompt, messages) fits ``budget``."""
     options = dict(options or {})
-    if "fill" in AssemblyOptions.model_fields:
-        # The app's retriever and postprocessors chose these nodes (similarity_top_k, a budget): fill the
-        # window with them, as LlamaIndex's own synthesizers send them all, unless told otherwise.
-        options.setdefault("fill", "budget")
+    # The app's retriever and postprocessors chose these nodes (similarity_top_k, a budget): fill the
+    # window with them, as LlamaIndex's own synthesizers send them all, unless told otherwise.
+    options.setdefault("fill", "budget")
     opts = AssemblyOptions(**{k: v for k, v in options.items() if k in AssemblyOptions.model_fields and
                               k != "tokenizer"})
     helpers: dict[str, Any] = {}
