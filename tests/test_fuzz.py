@@ -32,6 +32,7 @@ from chunking.test_token import check_invariants
 from loaders.test_loaders import make_pdf
 
 from contextkit.assembly import BudgetError, EvidenceItem, Section, assemble
+from contextkit.assembly._prune import GAP
 from contextkit.chunking import TokenChunker
 from contextkit.loaders import LoadError, SourceFile, load_file
 from contextkit.records import Document, Message
@@ -206,6 +207,25 @@ def assembled_view(text: str) -> str:
     return xml_view(strip_invisible(text)[0])
 
 
+def attribute_view(value: str) -> str:
+    """What a parser gives back for an untrusted attribute value: invisible characters removed, illegal ones replaced."""
+    from contextkit.assembly._invisible import strip_invisible
+
+    return ILLEGAL.sub("\ufffd", strip_invisible(value)[0])
+
+
+def body_view(text: str) -> str:
+    """What a parser gives back for a body rendered as ``"\n" + text + "\n"``: verbatim text
+    (CDATA, ``text_escape="auto"`` where nothing looks like markup) keeps its line ends apart from the
+    block's newlines; entity-escaped text is one run with them."""
+    from contextkit.assembly._invisible import strip_invisible
+
+    text = strip_invisible(text)[0]
+    if ("<" in text or "&" in text) and not re.search(r"<[A-Za-z/!?]", text):
+        return "\n" + xml_view(text) + "\n"
+    return xml_view("\n" + text + "\n")
+
+
 def xml_view(text: str) -> str:
     """What an XML parser gives back for document text we escaped: illegal characters
     replaced, and line ends normalised (the parser's rule, not ours)."""
@@ -253,16 +273,18 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order)
     assert {d.get("id") for d in docs} == {ILLEGAL.sub("\ufffd", i) for i in kept}
     for d in docs:
         item = by_id[d.get("id")]
-        assert d.get("source") == (ILLEGAL.sub("\ufffd", item.source) if item.source else None)
+        assert d.get("source") == (attribute_view(item.source) or None)  # an empty source is left out
         if kept[item.id].status == "included":  # rendered as "\n" + text + "\n"
-            assert d.text == assembled_view("\n" + item.text + "\n")
+            assert d.text == body_view(item.text)
         else:
-            assert d.get("truncated") == "true" and assembled_view("\n" + item.text).startswith(d.text[:-1])
+            # cut at a sentence end (a prefix), or pruned to its sentences that bear on the question
+            whole, pieces = assembled_view("\n" + item.text), d.text.strip("\n").split(GAP)
+            assert d.get("truncated") == "true" and all(p.strip() in whole for p in pieces), (pieces, whole)
     history = root.find("history")
     messages = [i for i in report.items if i.section == "history" and i.status in ("included", "truncated")]
     if history is not None:
         assert len(messages) <= len(history) <= len(messages) + 1  # + a summary of older turns
-    assert root.find("question").text == assembled_view("\n" + (question or "?") + "\n")
+    assert root.find("question").text == body_view(question or "?")
     return True
 
 
@@ -295,7 +317,7 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
     normalise = lambda t: t.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
     from contextkit.assembly._invisible import strip_invisible
 
-    asked = strip_invisible(question)[0] or "?"  # invisible characters are removed from untrusted text
+    asked = strip_invisible(question or "?")[0]  # invisible characters are removed from untrusted text
     assert normalise(asked + "\n") in fences  # the parser normalises line ends, across our "\n" too
     return True
 

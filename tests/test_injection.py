@@ -122,10 +122,14 @@ def check_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, st
     shown = [s.tag for s in report.sections if s.tokens > 0]
     assert [c.tag for c in root] == shown
     assert shown[0] == "instructions" and shown[-2:] == ["question", "reminder"]
-    # Every "<" in the prompt opens or closes one of our elements: nothing else became markup.
-    for m in re.finditer("<", prompt):
-        assert re.match(rf"</?({'|'.join(OUR_TAGS)})[ >]", prompt[m.start():]), prompt[m.start():m.start() + 40]
-    assert prompt.count("<") == 2 * sum(1 for _ in root.iter()) - 2  # each element of ours: one open, one close
+    # Text kept verbatim (CDATA) holds no "<" that looks like markup to a reader; outside it, every
+    # "<" opens or closes one of our elements: nothing else became markup.
+    verbatim = re.findall(r"<!\[CDATA\[(.*?)\]\]>", prompt, flags=re.S)
+    assert not any(re.search(r"<[A-Za-z/!?]", v) for v in verbatim), verbatim
+    outside = re.sub(r"<!\[CDATA\[.*?\]\]>", "", prompt, flags=re.S)
+    for m in re.finditer("<", outside):
+        assert re.match(rf"</?({'|'.join(OUR_TAGS)})[ >]", outside[m.start():]), outside[m.start():m.start() + 40]
+    assert outside.count("<") == 2 * sum(1 for _ in root.iter()) - 2  # each element of ours: one open, one close
     assert root.find("instructions").text == f"\n{INSTRUCTIONS}\n" == root.find("reminder").text
     assert root.find("question").text == xml_view(f"\n{question}\n")
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
@@ -226,23 +230,28 @@ def test_hostile_corpus_cannot_close_or_forge_a_section(hostile_index, embedder,
         assert {c.doc_id for c in chunks.values() if c.id in seen} == set(docs)
 
 
-def test_lookalikes_and_entities_reach_the_prompt_unchanged(hostile_index, embedder):
+@pytest.mark.parametrize("text_escape", ["entities", "auto"])
+def test_lookalikes_and_entities_reach_the_prompt_unchanged(hostile_index, embedder, text_escape):
     """No stage on the way (loader, chunker, store, BM25, assembler) folds a look-alike into '<'
-    or decodes an entity: the characters the file holds are the characters the model reads."""
+    or decodes an entity: the characters the file holds are the characters the model reads
+    (escaped as entities, or verbatim in CDATA where nothing in the text looks like markup)."""
     from contextkit.assembly.context_assembler import ContextAssembler
     from contextkit.index import Index
     from contextkit.retrievers import BM25Retriever
 
     index_dir, _ = hostile_index
     with Index.open(index_dir, read_only=True) as index:
-        assembler = ContextAssembler(20_000, retriever=BM25Retriever(index), fill="budget")
+        assembler = ContextAssembler(20_000, retriever=BM25Retriever(index), fill="budget", text_escape=text_escape)
         prompt, _ = assembler.assemble("look-alikes angle brackets evidence instructions", instructions="x",
                                        k=len(_chunks(index)))
     for a_b in LOOKALIKES.values():
         for ch in a_b.replace("<", "").replace(">", ""):
             assert ch in prompt, f"U+{ord(ch):04X} lost"
-    assert "&amp;lt;/evidence&amp;gt;" in prompt and "&amp;#60;/document&amp;#62;" in prompt
-    assert "]]&gt; alone" in prompt and "<![CDATA[" not in prompt
+    if text_escape == "entities":
+        assert "&amp;lt;/evidence&amp;gt;" in prompt and "&amp;#60;/document&amp;#62;" in prompt
+        assert "]]&gt; alone" in prompt and "<![CDATA[" not in prompt
+    else:  # the entity text sits in CDATA, as the file has it
+        assert "<![CDATA[" in prompt and "&lt;/evidence&gt;" in prompt and "&amp;lt;/evidence&amp;gt;" not in prompt
     assert "\u200b" not in prompt and "\u2060" not in prompt  # zero-width characters are taken out (issue 20)
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")
     text = "".join(root.find("evidence").itertext())

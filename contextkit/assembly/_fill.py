@@ -14,7 +14,7 @@ from typing import Any
 
 from contextkit.assembly._prune import head_and_tail, prune_to_fit
 from contextkit.assembly.passages import Deduplicator
-from contextkit.assembly.render import Renderer
+from contextkit.assembly.render import Renderer, cut_inside
 from contextkit.assembly.sections import Section
 from contextkit.text import truncate_at_sentence
 from contextkit.tokenizers import Tokenizer
@@ -190,15 +190,22 @@ class SectionFill:
     def _cut(self, e: _Entry, room: int) -> bool:
         """Evidence that does not fit: cut at a sentence end, else pruned to the sentences that bear on
         the question (:mod:`._prune`); False when neither fits ``room``."""
-        shown = truncate_at_sentence(e.body, room, self.tokenizer)
+        shown = self.truncate(e.body, room)
         if shown:
             e.status, e.shown, e.reason = "truncated", shown, "budget"
             return True
-        pruned = prune_to_fit(e.body, self.query, room, self.tokenizer)
-        if pruned is None:
+        kept: list[tuple[str, int, int]] = []
+
+        def prune(text: str, max_tokens: int) -> str | None:
+            pruned = prune_to_fit(text, self.query, max_tokens, self.tokenizer)
+            kept.extend([pruned] if pruned else [])
+            return pruned[0] if pruned else None
+
+        shown = cut_inside(e.body, room, prune, self.count)
+        if shown is None:
             return False
-        e.status, e.shown, e.reason = "truncated", pruned[0], "budget"
-        e.detail = f"pruned to {pruned[1]} of {pruned[2]} sentences to fit"
+        e.status, e.shown, e.reason = "truncated", shown, "budget"
+        e.detail = f"pruned to {kept[0][1]} of {kept[0][2]} sentences to fit"
         return True
 
     def _fill_history(self, cap: int) -> int:
@@ -267,8 +274,12 @@ class SectionFill:
         """A text section over its room: tool output keeps its head and tail (where errors are), the
         cut marked; other text is cut at a sentence end."""
         if self.section.role == "tool_result":
-            return head_and_tail(body, max_tokens, self.tokenizer)
-        return truncate_at_sentence(body, max_tokens, self.tokenizer)
+            return cut_inside(body, max_tokens, lambda t, n: head_and_tail(t, n, self.tokenizer), self.count)
+        return self.truncate(body, max_tokens)
+
+    def truncate(self, body: str, max_tokens: int) -> str | None:
+        """A rendered body cut at a sentence end within ``max_tokens`` (inside its CDATA section, if any)."""
+        return cut_inside(body, max_tokens, lambda t, n: truncate_at_sentence(t, n, self.tokenizer), self.count)
 
     def _fill_text(self, cap: int) -> int:
         overhead = self.frame_tokens() + 2

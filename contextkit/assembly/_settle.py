@@ -11,7 +11,6 @@ from __future__ import annotations
 from contextkit.assembly._fill import SectionFill, _Entry
 from contextkit.assembly.passages import Deduplicator
 from contextkit.errors import BudgetError
-from contextkit.text import truncate_at_sentence
 from contextkit.tokenizers import Tokenizer
 
 __all__ = ["FILL_TARGET", "settle", "share_out"]
@@ -125,7 +124,7 @@ def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
     size = e.counted[1] if e.counted is not None and e.counted[2] is current else f.entry_estimate(e, current)
     shown = None
     if f.section.messages is None and not whole and size > excess:
-        shown = truncate_at_sentence(current, f.count(current) - excess - 2, f.tokenizer)
+        shown = f.truncate(current, f.count(current) - excess - 2)
     if shown and shown != current:
         e.status, e.shown, e.reason = "truncated", shown, "budget"
         return 0
@@ -144,9 +143,9 @@ def grow(f: SectionFill, room: int) -> bool:
         cut = _next_candidate(f)
         if cut is None:
             return False
-        shown = truncate_at_sentence(cut.body, room - f.entry_estimate(cut, "") - 2, f.tokenizer)
+        shown = f.truncate(cut.body, room - f.entry_estimate(cut, "") - 2)
     else:
-        shown = truncate_at_sentence(cut.body, f.count(cut.shown) + room - 2, f.tokenizer)
+        shown = f.truncate(cut.body, f.count(cut.shown) + room - 2)
         if shown and len(shown) <= len(cut.shown):
             return False
     if not shown:

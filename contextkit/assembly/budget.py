@@ -116,6 +116,9 @@ class AssemblyOptions(BaseModel):
                                          "query similarity is below this, the question is off topic: no evidence")
     item_tag: str = "document"
     message_tag: str = "message"
+    text_escape: Literal["auto", "entities", "cdata"] = Field(
+        default="auto", description="XML: how untrusted text is kept from breaking the structure: 'entities' "
+        "(&lt; and &amp;), 'cdata' (verbatim in CDATA sections), 'auto' (CDATA for text holding < or & where no < looks like markup)")
     keep_text: bool = False
     keep_invisible: bool = Field(default=False, description="keep invisible and deceptive characters (tag "
                                  "characters, bidi controls, zero-width) in untrusted text; removed and counted "
@@ -166,7 +169,8 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     limit, profile, tok = resolve_budget(budget, opts.tokenizer)
     if opts.format not in ("xml", "markdown"):
         raise SectionError(f"format must be 'xml' or 'markdown', not {opts.format!r}")
-    renderer = Renderer(opts.format, item_tag=opts.item_tag, message_tag=opts.message_tag)
+    renderer = Renderer(opts.format, item_tag=opts.item_tag, message_tag=opts.message_tag,
+                        text_escape=opts.text_escape)
     fills = _prepare_all(list(sections), renderer, tok, opts, redactor)
     notes = [f"section {f.section.name!r} is empty" for f in fills if f.body is None and not f.entries]
     _hand_history(fills, history_summarizer)

@@ -1,10 +1,17 @@
 """Rendering sections as XML (default) or Markdown, with untrusted text escaped.
 
-XML: every section and every evidence item is an element; document text is a
-text node with ``&`` and ``<`` escaped (and ``]]>`` broken), attribute values
-fully escaped, and characters XML cannot carry replaced by U+FFFD. Whatever a
-document contains, the prompt parses as exactly the elements we wrote: text
-can neither close nor open nor forge a section. Markdown: each body sits in a
+XML: every section and every evidence item is an element; attribute values are
+fully escaped and characters XML cannot carry replaced by U+FFFD. Document text
+goes in one of two ways (``text_escape``): as a text node with ``&`` and ``<``
+escaped (and ``]]>`` broken), or verbatim in a CDATA section, where only ``]]>``
+is split across two sections (``]]]]><![CDATA[>``). The default, ``"auto"``,
+takes CDATA for text holding ``<`` or ``&`` where no ``<`` starts anything like
+markup (code such as ``if a < b and c >= d``, shell's ``&&``), so a model reads it
+as written rather than ``if a &lt; b``; text with a tag-like ``<`` (HTML, a forged
+``</document>``) keeps its entities, since a model reads the characters, not the
+CDATA rules, and a verbatim end tag reads like one. Plain text goes in as it is.
+Either way, whatever a document contains, the prompt parses as exactly the elements
+we wrote: text can neither close nor open nor forge a section. Markdown: each body sits in a
 fence longer than any backtick run inside it, so a heading or fence in the text
 stays text; our own instructions (key instructions, system, task, the reminder) are
 trusted and written as prose, since fencing them reads as code to quote, not rules.
@@ -17,11 +24,12 @@ count is exactly the sum of its blocks' counts (see ``Tokenizer.stable_boundarie
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Literal
 
 from contextkit.errors import InvalidArgumentError, SectionError
 
-__all__ = ["Renderer", "escape_attribute", "escape_text"]
+__all__ = ["TEXT_ESCAPES", "Renderer", "cdata_text", "cut_inside", "escape_attribute", "escape_text"]
 
 _TAG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 # Characters XML 1.0 cannot carry: C0 controls except tab/newline/CR, lone surrogates, U+FFFE/U+FFFF.
@@ -39,6 +47,48 @@ def escape_text(text: str) -> str:
     if _XML_ILLEGAL.search(text):
         text = _XML_ILLEGAL.sub("\ufffd", text)
     return text
+
+
+_CDATA_OPEN, _CDATA_CLOSE, _CDATA_SPLIT = "<![CDATA[", "]]>", "]]]]><![CDATA[>"
+
+
+def cdata_text(text: str) -> str:
+    """Document text verbatim in a CDATA section: only ``]]>`` is split (into two sections) and
+    characters XML cannot carry become U+FFFD, so the text cannot end the section early."""
+    if _XML_ILLEGAL.search(text):
+        text = _XML_ILLEGAL.sub("\ufffd", text)
+    return _CDATA_OPEN + text.replace("]]>", _CDATA_SPLIT) + _CDATA_CLOSE
+
+
+def cut_inside(body: str, max_tokens: int, cut: Callable[[str, int], str | None], count: Callable[[str], int]
+               ) -> str | None:
+    """``cut(text, max_tokens)`` (a truncation, a pruning) applied to a rendered body.
+
+    Cuts work on the body as it goes in the prompt; a CDATA section must not lose its
+    end, so its text is cut inside and wrapped again, with the wrapper's tokens kept out
+    of the room. An entity-escaped body never starts with ``<``: the two cannot be confused."""
+    if not (body.startswith(_CDATA_OPEN) and body.endswith(_CDATA_CLOSE)):
+        return cut(body, max_tokens)
+    inner = body[len(_CDATA_OPEN) : -len(_CDATA_CLOSE)].replace(_CDATA_SPLIT, "]]>")
+    shown = cut(inner, max_tokens - count(_CDATA_OPEN + _CDATA_CLOSE) - 1)
+    if shown is None or shown == inner:
+        return body if shown is not None else None
+    return cdata_text(shown)
+
+
+#: A ``<`` that a reader could take for markup: a tag, an end tag, a comment, CDATA, a declaration.
+_TAG_LIKE = re.compile(r"<[A-Za-z/!?]")
+
+
+def _verbatim_is_safe(text: str) -> bool:
+    """``"auto"``: whether text goes in verbatim (CDATA). Only where entities would change it
+    (``<`` or ``&``) and nothing in it looks like markup: a model does not parse CDATA, it
+    reads the characters, and a verbatim ``</document>`` reads like the end of one."""
+    return ("<" in text or "&" in text) and _TAG_LIKE.search(text) is None
+
+
+#: How XML bodies carry untrusted text: entities always, CDATA always, or CDATA where entities would change it.
+TEXT_ESCAPES = ("auto", "entities", "cdata")
 
 
 def escape_attribute(value: str) -> str:
@@ -75,19 +125,26 @@ class Renderer:
     """Turns sections and items into blocks of text (each ends with a newline)."""
 
     def __init__(self, fmt: Literal["xml", "markdown"] = "xml", item_tag: str = "document",
-                 message_tag: str = "message") -> None:
+                 message_tag: str = "message", text_escape: Literal["auto", "entities", "cdata"] = "auto") -> None:
         if fmt not in ("xml", "markdown"):
             raise InvalidArgumentError(f"format must be 'xml' or 'markdown', not {fmt!r}")
+        if text_escape not in TEXT_ESCAPES:
+            raise InvalidArgumentError(f"text_escape must be one of {', '.join(TEXT_ESCAPES)}, not {text_escape!r}")
         for option, tag in (("item_tag", item_tag), ("message_tag", message_tag)):
             if not isinstance(tag, str) or not _TAG_NAME.match(tag) or tag.lower().startswith("xml"):
                 raise SectionError(f"{option} {tag!r} is not a valid XML tag name "
                                    "(letters, digits, '_', '-', '.'; not starting with a digit or 'xml')")
         self.format = fmt
         self.item_tag, self.message_tag = item_tag, message_tag
+        self.text_escape = text_escape
 
     def body(self, text: str) -> str:
         """Untrusted text made safe for this format (markdown fences are added per block)."""
-        return escape_text(text) if self.format == "xml" else text
+        if self.format != "xml":
+            return text
+        if self.text_escape == "cdata" or (self.text_escape == "auto" and _verbatim_is_safe(text)):
+            return cdata_text(text)
+        return escape_text(text)
 
     # ------------------------------------------------------------- sections
     def open(self, tag: str, title: str, attributes: dict[str, str] | None = None) -> str:

@@ -151,16 +151,31 @@ def _fit(tok, text, pos, tix, stable, s, e, budget) -> tuple[int, int]:
         e = max(e, s + 1)
 
 
+#: The level of a stable cut that starts a sentence (or a paragraph), as :func:`_candidates` ranks it.
+_SENTENCE_START = 1.0 + SENTENCE
+
+
 def _next_start(tok, text, pos, tix, level, stable, s, e, overlap) -> int:
-    """Where the next chunk starts: as far back as ``overlap`` allows, at the best boundary."""
+    """Where the next chunk starts: as far back as ``overlap`` allows, at the best boundary.
+
+    A chunk should start where a sentence does, so it reads on its own. When no
+    sentence starts inside the overlap but the previous chunk ends at one, the next
+    chunk starts there, with no overlap, rather than on a sentence's last words (as
+    LlamaIndex's SentenceSplitter builds its overlap from whole sentences). Sentence
+    and paragraph starts rank alike here: the earliest gives the largest overlap.
+    """
+
+    import numpy as np
 
     if overlap <= 0:
         return e
     lo = max(int(tix.searchsorted(tix[e] - overlap, "left")), s + 1)
     if lo >= e:
         return e
-    window = level[lo:e]
+    window = np.minimum(level[lo:e], _SENTENCE_START)
     k = lo + int(window.argmax())  # earliest cut of the best level: the largest overlap
+    if window[k - lo] < _SENTENCE_START <= level[e]:
+        return e
     while k < e:
         if stable[k] and stable[e]:
             return k

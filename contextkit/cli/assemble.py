@@ -28,6 +28,9 @@ def assemble(
     tool_output: Annotated[Optional[list[Path]], typer.Option(
         help="a tool's output or a log to include (repeatable): escaped, a long one keeps its head and tail")] = None,
     fmt: Annotated[str, typer.Option("--format", help="xml or markdown")] = "xml",
+    text_escape: Annotated[str, typer.Option(
+        help="xml: auto (code and other text with < or & but nothing like a tag kept verbatim in CDATA), "
+             "entities (&lt; and &amp; always) or cdata (always verbatim)")] = "auto",
     mode: Annotated[str, typer.Option(help="retrieval: dense, bm25 or hybrid")] = "hybrid",
     k: Annotated[Optional[int], typer.Option("-k", help="chunks to retrieve [default: enough to fill the budget]")] = None,
     filter_: Annotated[Optional[list[str]], typer.Option(
@@ -66,10 +69,10 @@ def assemble(
 
     Example: contextkit assemble "How are exceptions chained?" --index my.ck-index --model gpt-4o --out prompt.txt
     """
-    _check_args(budget, model, fmt, mode, order, fill, messages_style)
+    _check_args(budget, model, fmt, mode, order, fill, messages_style, text_escape)
     result = _assemble(question, index, budget=budget, model=model, instructions=instructions, history=history,
                        k=k, filter_=filter_, audit_log=audit_log, tool_output=tool_output or [],
-                       options=dict(mode=mode, format=fmt, evidence_order=order, summarize_history=summarize_history,
+                       options=dict(mode=mode, format=fmt, text_escape=text_escape, evidence_order=order, summarize_history=summarize_history,
                                     summary_max_tokens=summary_tokens, redact=redact,
                                     compress_evidence=compress_evidence, fill=fill, min_score=min_score,
                                     chat=messages_style if messages_file else None))
@@ -88,17 +91,17 @@ def assemble(
 
 _CHOICES = {"--format": ("xml", "markdown"), "--mode": ("dense", "bm25", "hybrid"),
             "--order": ("lost_in_the_middle", "score", "document"), "--fill": ("relevant", "budget"),
-            "--messages-style": ("openai", "anthropic")}
+            "--messages-style": ("openai", "anthropic"), "--text-escape": ("auto", "entities", "cdata")}
 
 
 def _check_args(budget: Optional[int], model: Optional[str], fmt: str, mode: str, order: str = "lost_in_the_middle",
-                fill: str = "relevant", messages_style: str = "openai") -> None:
+                fill: str = "relevant", messages_style: str = "openai", text_escape: str = "auto") -> None:
     """Usage errors (exit code 2, one line) before anything is opened."""
     if budget is None and model is None:
         raise fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
     if budget is not None and budget <= 0:
         raise fail(f"--budget must be a positive number of tokens, not {budget}", 2)
-    for option, value in zip(_CHOICES, (fmt, mode, order, fill, messages_style)):
+    for option, value in zip(_CHOICES, (fmt, mode, order, fill, messages_style, text_escape)):
         if value not in _CHOICES[option]:
             raise fail(f"{option} is {' or '.join(_CHOICES[option])}, not {value!r}", 2)
 

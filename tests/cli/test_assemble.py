@@ -132,3 +132,14 @@ class TestModels:
         assert result.exit_code == 0, result.output
         for profile in list_profiles():
             assert profile.name in result.output  # not "claude-son…"
+
+
+class TestTextEscape:
+    def test_text_escape_option_and_its_usage_error(self, index, tmp_path):
+        out = tmp_path / "p.txt"
+        result = _run(index, "How does FAISS search vectors?", "--budget", "3000", "--text-escape", "cdata",
+                      "--out", str(out), "-q")
+        assert result.exit_code == 0, result.output
+        assert "<![CDATA[" in out.read_text(encoding="utf-8")
+        bad = _run(index, "How does FAISS search vectors?", "--budget", "3000", "--text-escape", "base64")
+        assert bad.exit_code == 2 and "--text-escape" in bad.output
