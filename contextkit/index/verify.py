@@ -6,14 +6,19 @@ What is checked, and when
 other file is derived from it and stamped with the store's *generation*:
 
 * ``vectors.faiss`` and every file of ``bm25/``: :meth:`Index.save` records each
-  one's size, SHA-256 and a *sample* SHA-256 (its size, first MiB and last MiB) in
-  ``manifest.json``. :meth:`Index.open` compares sizes and hashes before reading
-  anything: the full SHA-256 for files up to :data:`FULL_CHECK_ON_OPEN` (8 MiB),
-  the sample hash for larger ones, so opening a 15 GB FAISS file (10M vectors of
-  384 floats) costs two 1 MiB reads (~2 ms), not a full hash (~27 s at the 560 MB/s
-  SHA-256 of a 2-core machine) on top of FAISS's own read. A truncated or extended file
-  is always caught on open (its size); a bit flip in the middle of a file over
-  8 MiB is caught by ``contextkit verify``, which hashes every byte.
+  one's size, SHA-256, a *sample* SHA-256 (its size, first MiB and last MiB) and a
+  *spread* SHA-256 (64 blocks of 16 KiB evenly between the two) in ``manifest.json``.
+  :meth:`Index.open` compares sizes and hashes before reading anything: the full
+  SHA-256 for files up to :data:`FULL_CHECK_ON_OPEN` (8 MiB), the sample and spread
+  hashes for larger ones, so opening a 15 GB FAISS file (10M vectors of 384 floats)
+  costs 3 MiB of reads (a few ms), not a full hash (~27 s at the 560 MB/s SHA-256 of
+  a 2-core machine) on top of FAISS's own read. A truncated or extended file is always
+  caught on open (its size), and so is damage at either end or in any run longer than
+  1/63 of the file (a hole left by a failed copy, a zeroed range: it always covers a
+  spread block). A bit flip or one bad vector elsewhere in a file over 8 MiB is not
+  seen on open (the chance is the sampled share, 3 MiB of the file); ``contextkit
+  verify`` hashes every byte and finds it. Manifests written before the spread hash
+  have none: their files are checked by size and ends until the next save.
 * ``store.sqlite`` changes between saves (SQLite WAL), so no checksum of it is
   kept. :meth:`Index.open` checks its header (magic, page count against the file
   size when no WAL is pending) and its generation against the manifest's (a store
