@@ -148,6 +148,9 @@ def clean_records(seed: int, n_generated: int, data: Path) -> list[tuple[str, st
     d = lambda n: "".join(rng.choice(string.digits) for _ in range(n))
     makers = {
         "barcode_ean13_bare": lambda: f"Scan {_gs1_complete(rng.choice(['40', '50', '69', '87', '30']) + d(10))} at the till.",
+        # No word around it: a 13-digit Visa is told from it only by the GS1 check digit, which one card
+        # in ten also passes; such a number is masked as a card (privacy first). Kept out of the clean tally.
+        "ambiguous_ean13_alone": lambda: f"{_gs1_complete(rng.choice(['40', '50', '69', '87', '30']) + d(10))}",
         "barcode_ean13_labelled": lambda: f"EAN {_gs1_complete(rng.choice(['40', '41', '45', '49', '54']) + d(10))}",
         "barcode_upca": lambda: f"UPC {_gs1_complete(rng.choice('0123456789') + d(10))} on the box.",
         "barcode_ean8": lambda: f"EAN-8 {_gs1_complete(d(7))}",
@@ -276,7 +279,7 @@ def report(seed: int, per_locale: int, n_clean: int, data: Path, redactor_factor
     gen_n = gen_hits = 0
     for fam, n in cs["records"].items():
         h = cs["with_redaction"][fam]
-        if not fam.startswith(("pep_", "shakespeare_")):
+        if not fam.startswith(("pep_", "shakespeare_", "ambiguous_")):
             gen_n += n
             gen_hits += h
         kinds_s = ", ".join(f"{k} {v}" for k, v in cs["kinds"][fam].items())

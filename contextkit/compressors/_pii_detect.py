@@ -67,15 +67,25 @@ _CARD_WORD = re.compile(r"(?i:card|visa|maestro|master|amex|credit|debit|kort|ka
                         r"karta|kaart|\bcc\b|\bpan\b|paid|pay)")
 
 
+#: Words near a bare number that make it a product's barcode (before or after it, in the same sentence).
+_PRODUCT_CONTEXT = re.compile(r"(?i:\b(?:scan(?:ned|s|ning)?|till|checkout|barcodes?|products?|articles?|"
+                              r"artikel|shelf|shelves|packs?|packages?|packaging|box(?:es)?|labels?|gtin|ean|upc)\b)")
+
+
 def _barcode(text: str, s: int, e: int, digits: str) -> bool:
     """A barcode or product number rather than a card: any number after a barcode or order word, or an
-    unseparated GS1-valid UPC-A / EAN-13 (12 or 13 digits) without a card word before it. A 13-digit
-    Visa or a 12/13-digit Maestro whose digits also pass the GS1 check (one in ten) is taken for the
-    barcode it equally is, unless grouped as cards are printed or named as a card."""
+    unseparated GS1-valid UPC-A / EAN-13 (12 or 13 digits) with a product word near it ("scan ... at the
+    till") and no card word before it.
+
+    A 13-digit Visa or a 12/13-digit Maestro whose digits also pass the GS1 check (one in ten) is
+    equally a barcode; with nothing around it to tell, it is masked as a card: redaction keeps a
+    card out of the prompt at the cost of such a barcode (label it "EAN ..." to keep it)."""
     before = text[max(0, s - 40):s]
     if _BARCODE_CONTEXT.search(before):
         return True
-    return len(digits) in (12, 13) and e - s == len(digits) and _gs1_ok(digits) and not _CARD_WORD.search(before)
+    if len(digits) not in (12, 13) or e - s != len(digits) or not _gs1_ok(digits) or _CARD_WORD.search(before):
+        return False
+    return bool(_PRODUCT_CONTEXT.search(before) or _PRODUCT_CONTEXT.search(text[e:e + 40]))
 
 
 def _card_brand(d: str) -> str | None:

@@ -9,9 +9,9 @@ from typing import Any
 
 from contextkit.embedders import Embedder
 from contextkit.errors import IndexFolderError, NothingToIngestError
+from contextkit.ingestion._file_keys import file_keys
 from contextkit.ingestion._local import run_batches
-from contextkit.llm.telemetry import ingest_figures, traced
-from contextkit.ingestion._steps import open_index, prune
+from contextkit.ingestion._steps import make_redactor, open_index, prune
 from contextkit.ingestion._types import (
     Clock,
     FileFailure,
@@ -20,6 +20,7 @@ from contextkit.ingestion._types import (
     IngestReport,
     Pending,
 )
+from contextkit.llm.telemetry import ingest_figures, traced
 from contextkit.loaders import (
     SourceFile,
     discover,
@@ -78,8 +79,9 @@ def ingest(
     with clock("open"):
         index, embedder, chunker = open_index(index_dir, config, embedder)
     try:
+        sources, key = _keyed(found.files, index, report)
         known = index.store.file_hashes()
-        sources = _same_ids(found.files, known, index, report)
+        sources = _same_ids(sources, known, index, report)
         report.files_seen = len(sources)
         todo: list[Pending] = []
         with clock("hash"):
@@ -96,7 +98,7 @@ def ingest(
         notify(IngestEvent("plan", files=len(todo)))
         runner(todo, index, embedder, chunker, config, report, notify, clock)
         if config.prune:
-            prune(index, sources, _prunable(known, found.errors), found.errors, report)
+            prune(index, sources, _prunable(known, found.errors, key), found.errors, report)
         with clock("save"):
             index.save()
     finally:
@@ -172,10 +174,22 @@ def _same_ids(sources: list[SourceFile], known: dict[str, str], index: Any,
     return out
 
 
-def _prunable(known: dict[str, str], errors: list[Any]) -> dict[str, str]:
+def _keyed(sources: list[SourceFile], index: Any, report: IngestReport
+           ) -> tuple[list[SourceFile], Callable[[str], str]]:
+    """A redacting index names files by masked ids (:mod:`._file_keys`): the sources take them, and so
+    do the paths the report names so far (nothing personal in a report). Also returns the naming."""
+    if not index.manifest.redact:
+        return sources, lambda path: path
+    key = file_keys(index, make_redactor())
+    for entry in (*report.failures, *report.notes):
+        entry.path = key(entry.path)
+    return [SourceFile(s.path, key(s.doc_id)) for s in sources], key
+
+
+def _prunable(known: dict[str, str], errors: list[Any], key: Callable[[str], str] = lambda p: p) -> dict[str, str]:
     """The indexed files ``--prune`` may remove: not those under a path that failed (a broken
     symlink to a folder, an unreadable folder), which are kept, since their files may be back."""
-    failed = [e.path.rstrip("/") for e in errors if e.path not in (".", "")]
+    failed = [key(e.path).rstrip("/") for e in errors if e.path not in (".", "")]
     if not failed:
         return known
     return {path: sha for path, sha in known.items()

@@ -78,3 +78,16 @@ class TestBarcodesAreNotCards:
             seen += 1
             assert cards(f"Scan {number} at the till.") == []
             assert cards(f"Visa card {number} on file.") == [number]  # named as a card: a card
+
+    def test_an_ambiguous_number_with_nothing_around_it_is_masked(self):
+        """A 13-digit Visa that also passes the GS1 check is a card unless a product word says otherwise:
+        with redaction on, a card must not reach the prompt (issue 20: 6 such Visas were missed)."""
+        rng = random.Random(11)
+        seen = 0
+        while seen < 40:
+            number = luhn_complete("4" + "".join(rng.choice("0123456789") for _ in range(11)))
+            if not gs1_ok(number):
+                continue
+            seen += 1
+            assert cards(f"Reference {number} was noted by the clerk.") == [number]
+            assert cards(f"The label on the box reads {number}.") == []  # a product word: a barcode

@@ -19,11 +19,11 @@ PLACEHOLDER = re.compile(r"<EMAIL_\d+>")
 
 
 def store_strings(index_dir: Path) -> dict[str, list[str]]:
-    """Every text cell of the store, by table.column (files.path and documents.file apart: see below)."""
+    """Every text cell of the store, by table.column."""
     db = sqlite3.connect(index_dir / "store.sqlite")
     try:
         out: dict[str, list[str]] = {}
-        for table, cols in (("documents", ("id", "source", "metadata")),
+        for table, cols in (("documents", ("id", "file", "source", "metadata")),
                             ("chunks", ("id", "doc_id", "header", "text", "metadata"))):
             for col in cols:
                 out[f"{table}.{col}"] = [str(r[0]) for r in db.execute(f"SELECT {col} FROM {table}")]
@@ -51,8 +51,6 @@ class TestIngestKeepsNoPersonalData:
         assert report.failures == [] and report.documents == 2
         cells = store_strings(tmp_path / "ix")
         for column, values in cells.items():
-            if column == "files.path":
-                continue  # the file's own path: how a re-run finds it again (docs/redaction.md)
             for value in values:
                 assert not any(a in value for a in ADDRESSES), (column, value)
         ids = cells["documents.id"]
@@ -79,6 +77,37 @@ class TestIngestKeepsNoPersonalData:
         note.unlink()
         pruned = ingest([folder], tmp_path / "ix", embedder=embedder, redact=True, prune=True)
         assert pruned.files_removed == 1 and len(store_strings(tmp_path / "ix")["documents.id"]) == 1
+
+    def test_a_file_keeps_one_masked_id_across_runs_and_in_the_report(self, tmp_path, embedder):
+        """The file's id is its path masked plus a keyed digest: the same in every run, never the real name."""
+        folder = self.corpus(tmp_path)
+        (folder / "broken@example.org.txt").write_bytes(b"\xff\xfe\x00binary")  # a failure the report names
+        first = ingest([folder], tmp_path / "ix", embedder=embedder, redact=True)
+        ids = store_strings(tmp_path / "ix")["files.path"]
+        note = next(i for i in ids if "records" not in i)
+        assert re.fullmatch(r".*/corpus/<EMAIL>~[a-z2-7]{16}", note), ids
+        assert all("example" not in f.path for f in first.failures) and first.failures
+        (folder / "erin@example.com.txt").write_text("Changed text.\n", encoding="utf-8")
+        again = ingest([folder], tmp_path / "ix", embedder=embedder, redact=True)
+        assert again.files_changed == 1 and store_strings(tmp_path / "ix")["files.path"] == ids
+
+    def test_an_index_written_with_real_paths_is_renamed_on_the_next_run(self, tmp_path, embedder):
+        """Indexes from before the masked ids kept the real path in files.path and documents.file."""
+        folder = self.corpus(tmp_path)
+        ingest([folder], tmp_path / "ix", embedder=embedder, redact=True)
+        db = sqlite3.connect(tmp_path / "ix" / "store.sqlite")
+        with db:  # as an older run left it: real paths, no salt
+            key = next(r[0] for r in db.execute("SELECT path FROM files WHERE path LIKE '%<EMAIL>%'"))
+            real = key.split("/corpus/")[0] + "/corpus/erin@example.com.txt"  # the id the path gives it
+            db.execute("UPDATE files SET path = ? WHERE path = ?", (real, key))
+            db.execute("UPDATE documents SET file = ? WHERE file = ?", (real, key))
+            db.execute("DELETE FROM meta WHERE key = 'file_key_salt'")
+        db.close()
+        again = ingest([folder], tmp_path / "ix", embedder=embedder, redact=True)
+        assert again.files_new == 0 and again.files_changed == 0 and again.chunks_added == 0
+        cells = store_strings(tmp_path / "ix")
+        assert not any("erin@" in v for v in cells["files.path"] + cells["documents.file"])
+        assert len(cells["documents.id"]) == 2
 
     def test_ids_masked_in_two_runs_stay_distinct_keys(self):
         # "<EMAIL_1>.txt" in both runs: the keyed tag keeps the store's primary key unique
