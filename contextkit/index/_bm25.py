@@ -1,17 +1,20 @@
-"""The sparse side of an index: BM25 (bm25s) over the same chunks as FAISS.
+"""The sparse side of an index: BM25 over the same chunks as FAISS, scored exactly as bm25s scores them.
 
-Like the FAISS file, the ``bm25/`` folder is derived from the records store and
-stamped with the store's generation: whenever the chunks change, it is rebuilt
-before the index is saved, and a folder whose generation lags (a crash between
-the two) is rebuilt on open. So BM25 and FAISS can never disagree on which chunks
-exist. Files are bm25s's own JSON and ``.npy`` (loaded with ``allow_pickle=False``)
-plus ``rowids.npy`` (bm25s position -> chunk rowid) and ``meta.json``.
+Like the FAISS file, the ``bm25.<G>/`` folder is derived from the records store and stamped
+with the store's generation: it is brought up to date before the index is saved, and a
+folder whose generation lags (a crash between the two) is brought up to date on open. So
+BM25 and FAISS can never disagree on which chunks exist.
+
+Kept as term counts (postings, :mod:`._bm25_postings`) in a base segment and small delta
+segments (:mod:`._bm25_files` has the layout), so bringing it up to date after a change of
+k chunks tokenises those k only (:mod:`._bm25_sync` finds them in the store), and a save
+writes their delta and hard-links the rest. Folders in bm25s's own layout, written before,
+are read and served as they are (:mod:`._bm25_legacy`) and replaced by postings at the
+next save.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import os
 import shutil
@@ -22,18 +25,28 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
+from contextkit.errors import InvalidArgumentError
+from contextkit.index import _bm25_legacy as legacy
+from contextkit.index._bm25_files import (
+    PostingsMeta,
+    read_meta,
+    read_postings,
+    write_postings,
+)
+from contextkit.index._bm25_postings import (
+    Postings,
+    Stored,
+    merged,
+    segment_from_tokens,
+)
+from contextkit.index._checksums import FileSum
+from contextkit.index._disk import fsync_dir
+
 log = logging.getLogger(__name__)
 
-
-@functools.cache
-def _bm25s():
-    """Import bm25s, which sets its own logger to DEBUG on import; keep that out of users' logs.
-
-    Cached: ``setLevel`` clears every logger's cache, 0.6 ms that a query need not pay."""
-    import bm25s
-
-    logging.getLogger("bm25s").setLevel(logging.WARNING)
-    return bm25s
+_bm25s = legacy.bm25s  # (bench_crash imports it from here)
+#: bm25s's delta of BM25L and BM25+ (its default; BM25Config does not change it).
+BM25S_DELTA = 0.5
 
 __all__ = ["BM25Config", "BM25Index"]
 
@@ -84,13 +97,24 @@ class BM25Config(BaseModel):
 
 
 class BM25Index:
-    """BM25 over chunk texts, with chunk rowids as ids."""
+    """BM25 over chunk texts, with chunk rowids as ids; ``rowids[i]`` is the chunk of ``scores(...)[i]``."""
 
     def __init__(self, config: BM25Config | None = None) -> None:
         self.config = config or BM25Config()
-        self._bm25: Any = None
         self.rowids = np.zeros(0, dtype=np.int64)
         self.generation = -1
+        self._postings: Postings | None = None
+        self._legacy: Any = None  # a bm25s model read from a folder in its layout
+        self.stored_as: Path | None = None  # the folder holding exactly this state (None: not saved yet)
+
+    @property
+    def legacy(self) -> bool:
+        """Read from a folder in bm25s's layout: served as it is, never changed (a change builds postings)."""
+        return self._legacy is not None
+
+    @property
+    def postings(self) -> Postings | None:
+        return self._postings
 
     # ---------------------------------------------------------------- terms
     def _stemmer(self) -> Any:
@@ -101,22 +125,53 @@ class BM25Index:
         return Stemmer.Stemmer(self.config.stemmer)
 
     def terms(self, texts: Sequence[str]) -> list[list[str]]:
-        bm25s = _bm25s()
-        out = bm25s.tokenize(list(texts), lower=True, stopwords=self.config.stopwords, stemmer=self._stemmer(),
-                             return_ids=False, show_progress=False)
+        out = legacy.bm25s().tokenize(list(texts), lower=True, stopwords=self.config.stopwords,
+                                      stemmer=self._stemmer(), return_ids=False, show_progress=False)
         return [list(t) for t in out]
+
+    def _token_ids(self, texts: Sequence[str]) -> Any:
+        """bm25s's tokens as ids and their vocabulary (the same terms :meth:`terms` gives, without the strings)."""
+        return legacy.bm25s().tokenize(list(texts), lower=True, stopwords=self.config.stopwords,
+                                       stemmer=self._stemmer(), return_ids=True, show_progress=False)
 
     # ---------------------------------------------------------------- build
     def build(self, rowids: np.ndarray, texts: Sequence[str], generation: int) -> None:
-        bm25s = _bm25s()
-        self.rowids = np.asarray(rowids, dtype=np.int64)
-        self.generation = generation
-        if len(texts) == 0:
-            self._bm25 = None
-            return
-        model = bm25s.BM25(k1=self.config.k1, b=self.config.b, method=self.config.method)
-        model.index(self.terms(texts), show_progress=False)
-        self._bm25 = model
+        """Postings of every text afresh (one base segment), in ascending rowid order."""
+        rowids = np.asarray(rowids, dtype=np.int64)
+        if len(rowids) != len(texts):
+            raise InvalidArgumentError(f"{len(rowids)} rowids for {len(texts)} texts")
+        order = np.argsort(rowids, kind="stable")
+        if len(rowids) > 1 and np.any(np.diff(order) != 1):
+            rowids, texts = rowids[order], [texts[i] for i in order]
+        if len(rowids) > 1 and np.any(rowids[1:] == rowids[:-1]):
+            raise InvalidArgumentError("a rowid is given twice")
+        tokens = self._token_ids(texts)
+        base = segment_from_tokens("", rowids, tokens.ids, tokens.vocab, lambda term: None, 0)
+        self._set(Postings([base], rowids), generation)
+
+    def _set(self, postings: Postings, generation: int) -> None:
+        self._postings, self._legacy, self.stored_as = postings, None, None
+        self.rowids, self.generation = postings.rowids, generation
+
+    def updated(self, added: np.ndarray, texts: Sequence[str], live: np.ndarray, generation: int) -> BM25Index:
+        """A new index: these chunks tokenised into a delta segment, ``live`` (ascending) the chunks now,
+        merged when :meth:`Postings.needs_merge` says so. This one is left as it was (a query may hold it)."""
+        if self._postings is None:
+            raise InvalidArgumentError("a BM25 read in bm25s's layout cannot be changed; build it afresh")
+        segments = list(self._postings.segments)
+        number = 1 + max((int(s.prefix.split(".")[1]) for s in segments[1:]), default=0)
+        if len(added):
+            order = np.argsort(added, kind="stable")
+            tokens = self._token_ids([texts[i] for i in order])
+            segments.append(segment_from_tokens(f"delta.{number}.", np.asarray(added)[order], tokens.ids, tokens.vocab,
+                                                self._postings.term_id, self._postings.n_terms))
+        postings = Postings(segments, live)
+        which = postings.needs_merge()
+        if which:
+            postings = Postings(merged(postings, which, f"delta.{number + 1}."), live)
+        out = BM25Index(self.config)
+        out._set(postings, generation)
+        return out
 
     def __len__(self) -> int:
         return len(self.rowids)
@@ -124,14 +179,20 @@ class BM25Index:
     # --------------------------------------------------------------- search
     def scores(self, query: str, allowed: np.ndarray | None = None) -> np.ndarray:
         """BM25 score of every chunk (0 where a filter excludes it)."""
-        if self._bm25 is None:
+        if not len(self.rowids):
             return np.zeros(0, dtype=np.float32)
         terms = self.terms([query])[0]
-        known = [t for t in terms if t in self._bm25.vocab_dict]
-        if not known:
-            return np.zeros(len(self.rowids), dtype=np.float32)
         mask = None if allowed is None else np.isin(self.rowids, allowed).astype(np.float32)
-        return np.asarray(self._bm25.get_scores(known, weight_mask=mask), dtype=np.float32)
+        if self._legacy is not None:
+            return legacy.scores(self._legacy, terms, len(self.rowids), mask)
+        assert self._postings is not None
+        ids = [i for i in map(self._postings.term_id, terms) if i is not None]
+        if not ids:
+            return np.zeros(len(self.rowids), dtype=np.float32)
+        out = self._postings.scores(ids, self.config.k1, self.config.b, self.config.method, BM25S_DELTA)
+        if mask is not None:
+            out *= mask
+        return out
 
     def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(rowids, scores)`` of the best ``k`` chunks with a positive score, best first."""
@@ -145,44 +206,62 @@ class BM25Index:
         return self.rowids[top], scores[top]
 
     # ------------------------------------------------------------- on disk
-    def save(self, folder: Path) -> None:
-        """Write to ``folder`` through a temporary folder and a rename."""
+    def save(self, folder: Path) -> dict[str, FileSum]:
+        """Write to ``folder`` through a temporary folder and a rename; the checksum of each file.
+
+        Segments already on disk are hard-linked from where they are (see :mod:`._bm25_files`)."""
+        if self._postings is None:
+            raise InvalidArgumentError("a BM25 read in bm25s's layout is not written again; build it afresh")
         tmp = folder.with_name(folder.name + ".tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        if self._bm25 is not None:
-            self._bm25.save(str(tmp), allow_pickle=False)
-        np.save(tmp / "rowids.npy", self.rowids, allow_pickle=False)
-        meta = {"generation": self.generation, "config": self.config.model_dump(), "chunks": len(self.rowids)}
-        (tmp / "meta.json").write_text(json.dumps(meta, indent=2))
+        sums, placed = write_postings(tmp, self._postings, self.generation, self.config.model_dump())
+        fsync_dir(tmp)
         old = folder.with_name(folder.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
         if folder.exists():
             os.replace(folder, old)
         os.replace(tmp, folder)
         shutil.rmtree(old, ignore_errors=True)
+        for seg, seg_sums in zip(self._postings.segments, placed):  # only now: the files are there under these names
+            seg.stored = Stored(folder, seg_sums)
+        self.stored_as = folder
+        return sums
 
     @classmethod
-    def load(cls, folder: Path) -> BM25Index | None:
-        """The saved index, or ``None`` when there is none (or it is unreadable)."""
-        meta_path = folder / "meta.json"
-        if not meta_path.is_file():
+    def load(cls, folder: Path, sums: dict[str, FileSum] | None = None) -> BM25Index | None:
+        """The saved index, or ``None`` when there is none (or it is unreadable). ``sums``: the checksums
+        the manifest records for its files (carried over when a later save links them)."""
+        if not (folder / "meta.json").is_file():
             return None
         try:
-            meta = json.loads(meta_path.read_text())
-            index = cls(BM25Config(**meta["config"]))
-            index.generation = int(meta["generation"])
-            _check_headers(folder)
-            index.rowids = np.load(folder / "rowids.npy", allow_pickle=False)
-            if index.rowids.ndim != 1 or index.rowids.dtype != np.int64:
-                raise ValueError(f"rowids.npy: {index.rowids.dtype} of shape {index.rowids.shape}, not int64 rowids")
-            if len(index.rowids):
-                bm25s = _bm25s()
-                index._bm25 = bm25s.BM25.load(str(folder), allow_pickle=False)
-                _check_ranges(index._bm25, len(index.rowids))
+            meta = read_meta(folder)
+            if "format" not in meta:
+                return cls._load_legacy(folder, meta)
+            parsed = PostingsMeta(**meta)
+            index = cls(BM25Config(**parsed.config))
+            index._set(read_postings(folder, parsed, sums), parsed.generation)
+            index.stored_as = folder
         except (OSError, ValueError, KeyError, TypeError, MemoryError) as exc:
             log.warning("%s: unreadable BM25 folder (%s); it will be rebuilt", folder, exc)
             return None
+        return index
+
+    @classmethod
+    def _load_legacy(cls, folder: Path, meta: dict[str, Any]) -> BM25Index:
+        """A folder in bm25s's layout (``ValueError`` and the like when it cannot be read)."""
+        index = cls(BM25Config(**meta["config"]))
+        index.generation = int(meta["generation"])
+        _check_headers(folder)
+        index.rowids = np.load(folder / "rowids.npy", allow_pickle=False)
+        if index.rowids.ndim != 1 or index.rowids.dtype != np.int64:
+            raise ValueError(f"rowids.npy: {index.rowids.dtype} of shape {index.rowids.shape}, not int64 rowids")
+        if len(index.rowids):
+            index._legacy = legacy.load_model(folder, len(index.rowids))
+        else:  # an empty index: nothing to serve, and postings of nothing are the same
+            index._set(Postings([segment_from_tokens("", index.rowids, [], {}, lambda t: None, 0)], index.rowids),
+                       index.generation)
+        index.stored_as = folder
         return index
 
 
@@ -194,25 +273,3 @@ def _check_headers(folder: Path) -> None:
     for file in folder.glob("*.npy"):
         if npy_header(file) is None:
             raise ValueError(f"{file.name}: not a plain .npy array, or its header claims more than the file holds")
-
-
-def _check_ranges(model: Any, n_docs: int) -> None:
-    """The score matrix's doc ids, term pointers and vocabulary are in range (out-of-range values make
-    every query fail, or read memory they should not)."""
-    scores = model.scores
-    data, indices, indptr = (np.asarray(scores[k]) for k in ("data", "indices", "indptr"))
-    if int(scores.get("num_docs", n_docs)) != n_docs:
-        raise ValueError(f"{scores.get('num_docs')} documents in the score matrix, {n_docs} rowids")
-    if indptr.ndim != 1 or len(indptr) < 1 or indptr[0] != 0 or np.any(np.diff(indptr) < 0) \
-            or int(indptr[-1]) != len(indices) or len(data) != len(indices):
-        raise ValueError("the score matrix's term pointers are out of order or out of range")
-    if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n_docs):
-        raise ValueError("a document id in the score matrix is out of range")
-    if not np.all(np.isfinite(data)):
-        raise ValueError("a score in the matrix is not finite")
-    ids = np.fromiter(model.vocab_dict.values(), dtype=np.int64, count=len(model.vocab_dict))
-    if len(ids) and (int(ids.min()) < 0 or int(ids.max()) >= max(len(indptr), len(ids))):
-        raise ValueError("a term id is out of range")
-    real = [i for t, i in model.vocab_dict.items() if t != ""]
-    if real and max(real) >= len(indptr) - 1:
-        raise ValueError("a term id points past the score matrix")

@@ -16,7 +16,8 @@ Layout (every file readable without contextkit)::
                     ``ivfpq`` only: float16 vectors for exact re-scoring, and their rowids
                     (see :mod:`contextkit.index._faiss_kinds`); kept across generations while
                     the build is reused
-    bm25.<G>/       BM25 over the chunk texts (see :mod:`contextkit.index._bm25`)
+    bm25.<G>/       BM25 over the chunk texts as term counts: a base and delta segments, the ones
+                    kept from the previous generation hard-linked (see :mod:`contextkit.index._bm25`)
     .lock           held by the one writer
 
 A write is one SQLite transaction; :meth:`Index.save` then writes new files named by
@@ -73,7 +74,8 @@ from contextkit.errors import (
     InvalidArgumentError,
 )
 from contextkit.index._bm25 import BM25Config, BM25Index
-from contextkit.index._checksums import FileSum, file_sum
+from contextkit.index._bm25_sync import saved_bm25, synced_bm25
+from contextkit.index._checksums import FileSum
 from contextkit.index._disk import (
     LEFTOVERS,
     TEMPORARIES,
@@ -138,6 +140,8 @@ class Index(SnapshotReader):
         self._pinned = threading.local()  # the snapshot the current thread's query runs on
         self._bm25_dirty = False  # chunks changed since the BM25 in memory was built
         self._bm25_unsaved = False  # the BM25 in memory was rebuilt and is not on disk yet
+        self._bm25_added: set[int] = set()  # rowids added since it was brought up to date (see _bm25_sync)
+        self._bm25_full = False  # build the next BM25 from every text (repair: the saved one is not trusted)
         self._saved_generation: int | None = None  # the generation manifest.json on disk vouches for
         self._write_failed = False  # a write failed: close() does not try to save again
 
@@ -233,7 +237,7 @@ class Index(SnapshotReader):
     def _rebuild_derived(self) -> int:
         """Rebuild FAISS and BM25 from the store and save them (``contextkit repair``); the vectors now held."""
         self._vectors.rebuild()
-        self._bm25, self._bm25_dirty = None, True
+        self._bm25, self._bm25_dirty, self._bm25_full = None, True, True
         self.save(force=True)
         return len(self)
 
@@ -345,6 +349,7 @@ class Index(SnapshotReader):
         rowids = self.store.add_chunks(chunks, vector_keys)
         self._vectors.add(vectors, rowids)
         self._bm25_dirty = True
+        self._bm25_added.update(rowids)
 
     def remove_vectors(self, rowids: Sequence[int]) -> None:
         """Take chunks the store just removed out of FAISS and BM25 (inside :meth:`transaction`)."""
@@ -470,18 +475,11 @@ class Index(SnapshotReader):
     def _write_bm25(self, gen: int) -> tuple[dict[str, FileSum], str]:
         """``bm25.<gen>/``: its files' checksums (keyed ``bm25/<file>``) and the folder's name."""
         folder = self.path / generation_name("bm25", gen)
-        if self._bm25 is None or self._bm25_dirty or self._bm25.generation != gen:
-            self._bm25 = self._build_bm25(gen)
-            self._bm25_dirty = False
-        self._bm25.save(folder)
-        sums = {}
-        for file in sorted(folder.iterdir()):
-            with open(file, "rb") as fh:
-                os.fsync(fh.fileno())  # bm25s does not: make the files durable before the manifest names them
-            sums[f"bm25/{file.name}"] = file_sum(file)
-        fsync_dir(folder)
+        if self._bm25 is None or self._bm25_dirty or self._bm25.generation != gen or self._bm25.legacy:
+            self._bm25 = self._updated_bm25(gen, convert=True)
+        sums = self._bm25.save(folder)  # new files fsynced, kept ones hard-linked
         fsync_dir(self.path)
-        return sums, folder.name
+        return {f"bm25/{name}": rec for name, rec in sums.items()}, folder.name
 
     def _save_settings_copy(self) -> None:
         """Keep the store's copy of the manifest settings current (written at creation; rarely changes)."""
@@ -504,6 +502,29 @@ class Index(SnapshotReader):
     def _check_writable(self) -> None:
         if self.read_only:
             raise IndexReadOnlyError(f"{self.path}: opened read-only; open it without read_only=True to write")
+
+    def _updated_bm25(self, gen: int, convert: bool = False) -> BM25Index:
+        """The BM25 of the store's chunks now: the one in memory, or else the last saved one, brought up to
+        date by tokenising only the chunks it lacks (:mod:`._bm25_sync`); built from every text when there is
+        none to start from, when repair asks, or (``convert``, or changed chunks) for bm25s's older layout."""
+        base = None if self._bm25_full else self._bm25
+        vouched = False  # read from the folder the manifest names for the store's generation, nothing changed since
+        if base is None and not self._bm25_full:
+            base = saved_bm25(self.path, self.manifest)
+            if base is None and self.manifest.checksums:
+                log.warning("%s: BM25 folder is missing or unreadable; rebuilding it from every text", self.path)
+            vouched = base is not None and base.generation == gen == self._saved_generation and not self._bm25_dirty
+        if base is not None and base.legacy and (convert or self._bm25_dirty or base.generation != gen):
+            base = None  # bm25s keeps scores, not counts: built afresh once, kept as postings from then on
+        if base is None:
+            bm25 = self._build_bm25(gen)
+        else:
+            bm25 = base if base.legacy or vouched else synced_bm25(base, self.store.db, self._bm25_added, gen)
+        self._bm25_added.clear()
+        self._bm25_full = False
+        self._bm25_dirty = self.store.db.in_transaction  # rows read inside a transaction may yet roll back
+        self._bm25_unsaved = not self.read_only and bm25.stored_as is None
+        return bm25
 
     def _build_bm25(self, generation: int) -> BM25Index:
         rowids, texts = [], []
@@ -529,14 +550,7 @@ class Index(SnapshotReader):
                                         f"repair --index {self.path}` rebuilds it", file=name)
         gen = self.store.generation()
         if self._bm25 is None or self._bm25.generation != gen or self._bm25_dirty:
-            # the folder on disk is trusted only when the manifest vouches for this generation
-            trusted = not self._bm25_dirty and self._saved_generation == gen
-            loaded = BM25Index.load(self.path / self.manifest.file("bm25")) if trusted else None
-            if loaded is None or loaded.generation != gen:
-                log.warning("%s: BM25 folder is missing or behind the store; rebuilding", self.path)
-                loaded = self._build_bm25(gen)
-                self._bm25_unsaved = not self.read_only  # saved by the next save() or close()
-            self._bm25, self._bm25_dirty = loaded, False
+            self._bm25 = self._updated_bm25(gen)  # the next save() or close() saves it when it changed
         return self._bm25
 
     # -------------------------------------------------------------- reading

@@ -4,7 +4,7 @@ Why: checksums prove a file is the one the last save wrote, not that it is right
 whose ids were permuted, or a BM25 folder whose rowids were, passes its checksums once they are
 recomputed, and so would a changed chunk text in ``store.sqlite``, which has no checksum at all.
 These checks compare the values themselves: each FAISS id's vector with that row's vector in the
-store, BM25 with a BM25 built afresh from the store's texts, each chunk's header and text with the
+store (BM25 against a fresh build is :mod:`._bm25_check`), each chunk's header and text with the
 hash stored beside them, and the manifest's counts with the store's.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["bm25_differs", "counts_differ", "faiss_rows_differ", "text_hash_mismatches"]
+__all__ = ["counts_differ", "faiss_rows_differ", "text_hash_mismatches"]
 
 
 def faiss_rows_differ(index: Any, db: sqlite3.Connection, dim: int, searched: np.ndarray | None = None) -> str | None:
@@ -48,42 +48,6 @@ def faiss_rows_differ(index: Any, db: sqlite3.Connection, dim: int, searched: np
                 np.frombuffer(blob, dtype=np.float32), held[pos], atol=1e-5):
             bad += 1
     return f"{bad} of {len(order)} FAISS ids hold another row's vector (ids permuted or vectors changed)" if bad else None
-
-
-def bm25_differs(loaded: Any, db: sqlite3.Connection) -> str | None:
-    """Whether the saved BM25 differs from one built afresh from the store's texts (its rowids in order,
-    its vocabulary and every score); None when they are the same."""
-    from contextkit.index._bm25 import BM25Index
-
-    rowids, texts = [], []
-    sql = "SELECT rowid, CAST(header AS BLOB), CAST(text AS BLOB) FROM chunks ORDER BY rowid"
-    for rowid, header, text in db.execute(sql):  # bytes: a damaged text is the store check's to report
-        rowids.append(rowid)
-        texts.append(bytes(header or b"").decode("utf-8", "replace") + bytes(text or b"").decode("utf-8", "replace"))
-    fresh = BM25Index(loaded.config)
-    fresh.build(np.asarray(rowids, dtype=np.int64), texts, loaded.generation)
-    if not np.array_equal(loaded.rowids, fresh.rowids):
-        return "its rowids are not the store's chunks in order (permuted or changed)"
-    if (loaded._bm25 is None) != (fresh._bm25 is None):
-        return "an empty BM25 for a store with chunks, or the reverse"
-    if fresh._bm25 is None:
-        return None
-    # Term ids follow the order of a set (string hashing differs per process): compare term by term.
-    have, want = _columns(loaded._bm25), _columns(fresh._bm25)
-    if have.keys() != want.keys():
-        return "its vocabulary is not the store's texts' terms"
-    for term, (docs, scores) in want.items():
-        got_docs, got_scores = have[term]
-        if not np.array_equal(got_docs, docs) or not np.allclose(got_scores, scores, rtol=1e-6, atol=0):
-            return f"its postings of {term!r} are not those of the store's texts (doc ids or scores changed)"
-    return None
-
-
-def _columns(model: Any) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Each term's documents and scores in a bm25s model."""
-    indptr, indices, data = (np.asarray(model.scores[k]) for k in ("indptr", "indices", "data"))
-    return {term: (indices[indptr[i]:indptr[i + 1]], data[indptr[i]:indptr[i + 1]])
-            for term, i in model.vocab_dict.items() if 0 <= i < len(indptr) - 1}
 
 
 def text_hash_mismatches(db: sqlite3.Connection) -> tuple[int, list[str]]:

@@ -23,6 +23,7 @@ import numpy as np
 
 from contextkit.errors import IndexCorruptError, IndexMismatchError
 from contextkit.index._bm25 import BM25Index
+from contextkit.index._bm25_sync import saved_bm25
 from contextkit.index._checksums import npy_shape
 from contextkit.index._generations import Lease, lease_current, writer_active
 from contextkit.index._manifest import FORMAT_VERSION, IndexManifest, describe_invalid
@@ -89,11 +90,10 @@ class Snapshot:
         self._rowids = np.sort(np.asarray(rowids, dtype=np.int64))
 
     def load_bm25(self, folder: Path) -> BM25Index | None:
-        """This generation's BM25 from its own folder (None when it cannot be read)."""
+        """This generation's BM25 from its own folder (None when it cannot be read, or was saved for another
+        generation or other BM25 settings)."""
         if self.bm25 is None:
-            loaded = BM25Index.load(folder / self.manifest.file("bm25"))
-            if loaded is not None and loaded.generation == self.generation:
-                self.bm25 = loaded
+            self.bm25 = saved_bm25(folder, self.manifest)
         return self.bm25
 
     def close(self) -> None:

@@ -32,7 +32,8 @@ other file is derived from it and stamped with the store's *generation*:
 
 * Values bound to their rows (full verify only; :mod:`._row_checks`): each FAISS id's vector
   against that row's vector in the store (flat and HNSW; IVF cannot give vectors back), BM25
-  against a BM25 built afresh from the store's texts (rowids in order, every term's postings),
+  against a BM25 built afresh from the store's texts (:mod:`._bm25_check`: the live rowids in
+  order, each chunk's length, every term's live postings and counts),
   each chunk's header and text against the hash stored beside them (``text_sha``; also checked
   on every read of a chunk, ~2 us for 1 KB), and the manifest's counts against the store's
   (a wrong count is the manifest's fault, never blamed on the store: repair rewrites it).
@@ -62,6 +63,7 @@ from pydantic import BaseModel, Field
 
 from contextkit.errors import IndexFolderError
 from contextkit.index._bm25 import BM25Index
+from contextkit.index._bm25_check import bm25_differs
 from contextkit.index._checksums import check_file, sqlite_header_problem
 from contextkit.index._disk import LEFTOVERS
 from contextkit.index._faiss_kinds import DELTA_FILES
@@ -74,7 +76,6 @@ from contextkit.index._manifest import (
     settings_copy,
 )
 from contextkit.index._row_checks import (
-    bm25_differs,
     counts_differ,
     faiss_rows_differ,
     text_hash_mismatches,
@@ -391,7 +392,8 @@ def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chun
         return
     loaded = BM25Index.load(folder / manifest.file("bm25"))
     if loaded is None:
-        report.add("bm25/", "corrupt", "unreadable by bm25s", repairable=True)
+        report.add("bm25/", "corrupt", "unreadable (an array out of range or of another shape than meta.json "
+                   "says)", repairable=True)
     elif not np.array_equal(np.sort(loaded.rowids), rowids):
         report.add("bm25/", "mismatch", f"{len(loaded.rowids)} chunks, the store has {chunks}", repairable=True)
     elif full and (wrong := bm25_differs(loaded, db)):
