@@ -36,6 +36,7 @@ def contextkit(workers: int = 1) -> Factory:
         from contextkit.records import Document
 
         chunker = TokenChunker(SIZE, OVERLAP, workers=workers)
+        chunker.start_workers()  # no-op for workers=1; else they start while the text is read
         return lambda t: chunker.chunk(Document(id="doc", text=t))
 
     return build

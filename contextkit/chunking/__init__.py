@@ -5,7 +5,8 @@
 - :mod:`~contextkit.chunking._cuts`: the greedy cut over one encoding (a leaf);
 - :mod:`~contextkit.chunking.token`: :class:`TokenChunker`, whole documents, in parallel with ``workers``;
 - :mod:`~contextkit.chunking._stream`: the same cut walked window by window over a text too large to hold.
-- :mod:`~contextkit.chunking._parallel`: one long text cut on several threads, into exactly the chunks of one.
+- :mod:`~contextkit.chunking._parallel`: one long text cut by several processes, into exactly the chunks of one
+  (:mod:`~contextkit.chunking._processes`: the worker processes, shared by every chunker).
 """
 
 from contextkit.chunking.base import Chunker

@@ -1,39 +1,69 @@
-"""One long text cut on several threads, into exactly the chunks of one.
+"""One long text cut by several processes, into exactly the chunks of one.
 
 Why it is exact. The text is split into segments at *stable* boundaries, where the
 pre-tokenizer provably restarts (see :meth:`Tokenizer.stable_boundaries`): the tokens
-of a segment are then exactly a slice of the whole text's tokens, so each segment can
-be encoded on its own thread (tiktoken releases the GIL while it encodes). Each thread
-also runs the greedy cut over its segment plus a tail reaching into the next one, as
-if a chunk started at the segment's first character; :func:`_walk` stops, as the
-streaming chunker's windows do, before any decision would look past the tail.
+of a segment are then exactly a slice of the whole text's tokens, so a segment can be
+encoded on its own. A worker process (:mod:`contextkit.chunking._processes`) runs the
+greedy cut over a segment plus a tail reaching into the next one, as if a chunk started
+at the segment's first character; the walk stops, as the streaming chunker's windows
+do, before any decision would look past the tail.
 
 The cut is a chain: where a chunk starts decides where it ends and where the next one
-starts. The true chain (from the start of the text) and a segment's speculative chain
-meet as soon as both start a chunk at the same position: from there on they are the
-same chain, because every decision depends only on the text ahead of that start. The
-merge keeps the true chain up to the first shared start and the segment's chain after
-it. Chunk boundaries prefer paragraphs and sentences, so chains meet within a chunk or
-two on prose; where they never meet within a tail (a text with no boundary better than
-a word), :func:`split_parallel` returns None and the caller cuts the text on one
-thread. Either way the chunks are those of the serial cut, which the tests check.
+starts. The true chain and a segment's speculative chain meet as soon as both start a
+chunk at the same position: from there on they are the same chain, because every
+decision depends only on the text ahead of that start. Chunk boundaries prefer
+paragraphs and sentences, so chains meet within a chunk or two on prose.
+
+Who does what. The calling process walks the true chain from the start of the text,
+window by window (:func:`~contextkit.chunking._stream.stream_spans`); the workers take
+segments from the end, one after another, never one the caller has reached. When the
+caller's chain reaches a segment a worker has done and the two chains meet, the
+caller takes the worker's chain from there, then the next segments' chains joined the
+same way, to the end of the text. Where chains do not meet (a text with no boundary
+better than a word) or a worker failed, the caller walks on itself from the last chunk
+it knows to be true: the result is always the serial cut, only the time changes. So
+the work balances itself: a worker still starting (the first call spawns them) or a
+busy machine just leaves more of the text to the caller.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import bisect
+import re
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from typing import NamedTuple
 
-from contextkit.chunking._cuts import _walk
-from contextkit.chunking._stream import _window_candidates
+from contextkit.chunking import _processes
+from contextkit.chunking._stream import stream_spans
 from contextkit.tokenizers import Tokenizer
 
 __all__ = ["MIN_PARALLEL_CHARS", "split_parallel"]
 
-#: Texts shorter than this are cut on one thread: below it, threads cost more than they save.
+#: Texts shorter than this are cut by one process: below it, workers cost more than they save.
 MIN_PARALLEL_CHARS = 1 << 20
-#: How far (in characters, at least) a segment's walk reaches into the next segment.
-TAIL_CHARS = 1 << 16
+#: How far (in characters, at least) a segment's walk reaches into the next segment. On the PEPs
+#: chains meet within 20,000 characters mostly, 75,000 at worst: where they have not met by the
+#: end of a tail, the caller walks on from there (a little serial work), which a longer tail
+#: trades for more work in the workers.
+TAIL_CHARS = 1 << 15
+#: The smallest segment handed to a worker (characters).
+SEGMENT_CHARS = 1 << 18
+#: The windows the calling process encodes at a time on its own share (characters); a walk
+#: resumed where two chains did not meet starts with smaller ones, as it usually needs little.
+WINDOW_CHARS = 1 << 18
+RESUME_CHARS = 1 << 15
+#: Segments handed out ahead, beyond one per worker: one spares a worker the wait for its next.
+QUEUED = 1
+#: Whether the caller waits for a worker's segment rather than walking it meanwhile. Off: a worker
+#: slowed down (by its start, or a busy machine) then only leaves more of the text to the caller.
+#: The tests turn it on, so that every worker's chain is joined (or found not to meet).
+WAIT = False
+
+Span = tuple[int, int, int]
+#: A character ``str.isspace`` refuses (the same test, in place): whitespace-only chunks are dropped.
+_NON_SPACE = re.compile(r"\S")
 
 
 class _Segment(NamedTuple):
@@ -42,32 +72,158 @@ class _Segment(NamedTuple):
 
 
 def split_parallel(tok: Tokenizer, text: str, budget: int, overlap: int, min_fill: float,
-                   workers: int) -> list[tuple[int, int, int]] | None:
+                   workers: int) -> list[Span] | None:
     """``(start, end, tokens)`` of every chunk, as :func:`_greedy` gives them, or None.
 
-    None means the text is not worth splitting (too short, one worker, a tokenizer
-    without stable boundaries) or the chains did not meet: cut it on one thread.
+    None means the text is not worth splitting (too short, one worker, a tokenizer a
+    worker cannot rebuild or without stable boundaries): cut it in this process.
     """
-    if workers <= 1 or len(text) < MIN_PARALLEL_CHARS or tok.stable_mask("a b") is None:
+    if workers <= 1 or len(text) < MIN_PARALLEL_CHARS or not _processes.can_share(tok):
         return None
-    segments = _segments(tok, text, workers, tail=max(TAIL_CHARS, budget * 64))
+    count = max(2, min(8 * workers, len(text) // SEGMENT_CHARS))
+    segments = _segments(tok, text, count, tail=max(TAIL_CHARS, budget * 64))
     if len(segments) < 2:
         return None
-    with ThreadPoolExecutor(len(segments)) as pool:
-        walks = list(pool.map(lambda seg: _walk_segment(tok, text, seg, budget, overlap, min_fill), segments))
-    chain = walks[0]
-    for seg, walk in zip(segments[1:], walks[1:]):
-        chain = _join(chain, walk, seg.lo)
-        if chain is None:
+    pool = _processes.text_pool(workers - 1, tok.name)
+    cut = _Cut(tok, text, segments, pool, (budget, overlap, min_fill), depth=workers - 1 + QUEUED)
+    spans = cut.run()
+    return [span for span in spans if _NON_SPACE.search(text, span[0], span[1]) or span[0] == span[1]]
+
+
+class _Cut:
+    """One call's bookkeeping: segments claimed by the workers (from the end), their walks, the chain."""
+
+    def __init__(self, tok: Tokenizer, text: str, segments: list[_Segment], pool: ProcessPoolExecutor,
+                 settings: tuple[int, int, float], depth: int) -> None:
+        self.tok, self.text, self.segments, self.pool = tok, text, segments, pool
+        self.settings, self.depth, self.wait = settings, depth, WAIT
+        self.los = [seg.lo for seg in segments]
+        self.futures: dict[int, Future[list[Span]]] = {}
+        self.running: deque[Future[list[Span]]] = deque()  # handed out, oldest first, maybe done
+        self.walks: dict[int, list[Span] | None] = {}  # None: of no use (the worker failed)
+        self.starts: dict[int, dict[int, int]] = {}  # a walk's chunk starts -> their index in it
+        self.next_back = len(segments) - 1  # the next segment a worker may claim
+        self.low = 0  # segments below this are joined or passed
+
+    # ------------------------------------------------------------ workers
+    def claim(self, here: int) -> None:
+        """Hand workers segments from the end, never the caller's segment ``here`` or one before it;
+        ``depth`` tasks at most in flight (one more than the workers: none waits for its next)."""
+        running = self.running
+        while running and running[0].done():  # a worker takes its segments in the order handed out
+            running.popleft()
+        while self.next_back > here and len(running) < self.depth:
+            i = self.next_back
+            seg = self.segments[i]
+            args = (self.text[seg.lo : seg.end], seg.lo, self.text[max(0, seg.lo - 3) : seg.lo],
+                    self.text[seg.end : seg.end + 1], seg.end >= len(self.text), *self.settings)
+            try:
+                self.futures[i] = future = self.pool.submit(_processes.walk_window, self.tok.name, *args)
+            except RuntimeError:  # the pool broke or was shut down: the caller does the rest
+                _processes.discard(self.pool)
+                self.next_back = -1
+                return
+            self.next_back -= 1
+            running.append(future)
+
+    def walk(self, i: int) -> list[Span] | None | bool:
+        """Segment ``i``'s chain: its spans, None if of no use, False if not done yet (unless ``wait``)."""
+        if i in self.walks:
+            return self.walks[i]
+        future = self.futures.get(i)
+        if future is None:  # never handed out (the pool broke first)
+            self.walks[i] = None
             return None
-    return [span for span in chain if not text[span[0] : span[1]].isspace()]
+        if not self.wait and not future.done():
+            return False
+        try:
+            walk = self.walks[i] = future.result() or None
+        except Exception:  # noqa: BLE001 - a dead worker (BrokenProcessPool) or a failed walk: cut it here
+            _processes.discard(self.pool)
+            walk = self.walks[i] = None
+        self.starts[i] = {span[0]: k for k, span in enumerate(walk or ())}
+        return walk
+
+    # -------------------------------------------------------------- chain
+    def run(self) -> list[Span]:
+        chain: list[Span] = []
+        start = 0
+        while True:
+            joined = self.follow(self.stream_from(start), chain)
+            if joined is None or self.join_rest(chain, joined):
+                return chain
+            start = chain.pop()[0]  # chains parted: walk on from the last chunk known to be true
+
+    def follow(self, stream: Iterator[Span], chain: list[Span]) -> int | None:
+        """Extend ``chain`` with the caller's spans until it meets a worker's chain (whose segment is
+        returned, its spans joined) or the text ends (None). Never waits for a worker (unless ``wait``):
+        a segment not done yet is walked here meanwhile, and its chain taken over if it comes in time."""
+        for n, span in enumerate(stream):
+            if n % 8 == 0:  # a look at the workers every few chunks is enough (one is queued ahead)
+                self.claim(bisect.bisect_right(self.los, span[0]) - 1)
+            t = max(self.next_back + 1, self.low)
+            while t < len(self.segments) and span[0] >= self.los[t]:
+                walk = self.walk(t)
+                if walk and span[0] in self.starts[t]:
+                    chain.extend(walk[self.starts[t][span[0]] :])
+                    self.low = t + 1
+                    return t
+                if walk is None or (walk and span[0] > walk[-1][0]):
+                    self.walks[t] = None  # past this walk's chunks: they cannot meet ours any more
+                elif walk:
+                    break  # not met yet: perhaps at one of the next spans
+                t += 1  # not done (or of no use): a later segment may be
+            chain.append(span)
+        return None
+
+    def join_rest(self, chain: list[Span], joined: int) -> bool:
+        """Join the next segments' chains to ``chain`` (which ends with segment ``joined``'s);
+        True when the chain reaches the end of the text."""
+        i = joined
+        while self.segments[i].end < len(self.text):
+            i += 1
+            walk = self.walk(i)
+            if not walk or not _join_into(chain, walk, self.los[i]):
+                return False  # not done, of no use or not met: the caller walks on from the chain's end
+            self.low = i + 1
+        return True
+
+    def stream_from(self, start: int) -> Iterator[Span]:
+        """The serial cut's spans from its chunk start ``start`` on, window by window (small windows,
+        growing, where a walk resumes: it usually meets a worker's chain soon)."""
+        base = _stable_at_or_before(self.tok, self.text, start)
+        text, size = self.text, WINDOW_CHARS if start == 0 else RESUME_CHARS
+
+        def blocks() -> Iterator[str]:
+            at, step = base, size
+            while at < len(text):
+                yield text[at : at + step]
+                at, step = at + step, min(WINDOW_CHARS, step * 2)
+
+        budget, overlap, min_fill = self.settings
+        spans = stream_spans(self.tok, blocks(), budget, overlap, min_fill, size,
+                             first=start - base, before=text[max(0, base - 3) : base])
+        for a, piece, count, _ in spans:
+            yield base + a, base + a + len(piece), count
 
 
-def _segments(tok: Tokenizer, text: str, workers: int, tail: int) -> list[_Segment]:
+def _join_into(chain: list[Span], walk: list[Span], lo: int) -> bool:
+    """Replace ``chain``'s spans from its first start at or after ``lo`` that ``walk`` shares by ``walk``'s."""
+    starts = {span[0]: k for k, span in enumerate(walk)}
+    for j in range(bisect.bisect_left(chain, lo, key=lambda span: span[0]), len(chain)):
+        k = starts.get(chain[j][0])
+        if k is not None:
+            del chain[j:]
+            chain.extend(walk[k:])
+            return True
+    return False
+
+
+def _segments(tok: Tokenizer, text: str, count: int, tail: int) -> list[_Segment]:
     """About equal segments starting at stable boundaries, each window ending ``tail`` past the next start."""
     starts = [0]
-    for k in range(1, workers):
-        at = _stable_at_or_after(tok, text, k * len(text) // workers)
+    for k in range(1, count):
+        at = _stable_at_or_after(tok, text, k * len(text) // count)
         if at is None or at <= starts[-1]:
             continue
         starts.append(at)
@@ -97,23 +253,19 @@ def _stable_at_or_after(tok: Tokenizer, text: str, at: int) -> int | None:
     return None
 
 
-def _walk_segment(tok: Tokenizer, text: str, seg: _Segment, budget: int, overlap: int,
-                  min_fill: float) -> list[tuple[int, int, int]]:
-    """The greedy cut over one window, from its first character, in the text's offsets."""
-    window = text[seg.lo : seg.end]
-    ends = tok.token_ends(window)
-    before, after = text[max(0, seg.lo - 3) : seg.lo], text[seg.end : seg.end + 1]
-    pos, tix, level, stable = _window_candidates(tok, window, ends, before, after)
-    complete = seg.end >= len(text)
-    walk = _walk(tok, window, pos, tix, level, stable, len(ends), budget, overlap, min_fill, 0, complete=complete)
-    return [(seg.lo + a, seg.lo + b, count) for a, b, count in walk]
+def _stable_at_or_before(tok: Tokenizer, text: str, at: int) -> int:
+    """The last stable boundary ``p <= at`` (0, the start of the text, at worst): a walk may resume there."""
+    import numpy as np
 
-
-def _join(chain: list[tuple[int, int, int]], walk: list[tuple[int, int, int]],
-          lo: int) -> list[tuple[int, int, int]] | None:
-    """``chain`` up to its first chunk start that ``walk`` shares at or after ``lo``, then ``walk``."""
-    starts = {span[0]: i for i, span in enumerate(walk)}
-    for j, span in enumerate(chain):
-        if span[0] >= lo and span[0] in starts:
-            return chain[:j] + walk[starts[span[0]] :]
-    return None
+    span = 1 << 12
+    while at > 0:
+        lo = max(1, at - span)
+        piece = text[lo - 1 : at + 1]  # the mask at p looks at text[p - 1] and text[p]
+        hits = np.flatnonzero(tok.stable_mask(piece)[1 : len(piece)])
+        hits = hits[hits + lo <= at]
+        if len(hits):
+            return lo + int(hits[-1])
+        if lo == 1:
+            return 0
+        span *= 4
+    return 0

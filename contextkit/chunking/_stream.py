@@ -17,18 +17,24 @@ from contextkit.tokenizers import Tokenizer, _code_points
 
 
 def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: int, min_fill: float,
-                  window_chars: int) -> Iterator[tuple[int, str, int, str]]:
+                  window_chars: int, *, first: int = 0, before: str = "") -> Iterator[tuple[int, str, int, str]]:
     """``(start, text, tokens, char before start)`` of each span of the joined ``blocks``.
 
     ``raw`` holds the text from ``base`` (a stable boundary) on; each round encodes
     a window of it that ends on a stable boundary, walks the greedy cut as far as
     the window allows, then drops the text before the last stable boundary at or
     before the next chunk's start.
+
+    ``blocks`` may also be the rest of a longer text from one of its stable boundaries
+    (:mod:`contextkit.chunking._parallel` resumes a cut that way): ``before`` is then the
+    (up to three) characters ahead of it and ``first`` the offset of a chunk start of
+    the whole text's cut; the spans from there on are those of the whole text's cut.
     """
     import numpy as np
 
     it = iter(blocks)
-    raw, base, before, s_at, eof, want = "", 0, "", 0, False, window_chars
+    raw, base, s_at, eof, want = "", 0, first, False, window_chars
+    before = before[-3:]
     while True:
         while not eof and len(raw) - s_at < want:
             block = next(it, None)
@@ -88,13 +94,29 @@ def _window_candidates(tok: Tokenizer, window: str, ends, before: str, after: st
     ``after`` (one) are its neighbours, so boundary levels at its edges are those of the whole text."""
     import numpy as np
 
-    cp = _code_points(window)
+    # The code points of the window with its neighbours, joined as arrays: joining the
+    # strings first would copy a long non-ASCII window once more, for nothing.
+    cp_all = np.concatenate((_code_points(before), _code_points(window), _code_points(after)))
+    cp = cp_all[len(before) : len(before) + len(window)]
     valid = ends >= 0
     pos = np.concatenate(([0], ends[valid]))
     tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
     stable = tok.stable_at(window, pos, cp)
     stable[0] = True
     stable[pos == len(window)] = True
-    lv = _levels(_code_points(before + window + after), pos + len(before))
-    level = np.where(stable, 1.0 + lv, lv / 10.0).astype(np.float32)
-    return pos, tix, level, stable
+    lv = _levels(cp_all, pos + len(before))
+    return pos, tix, _ranks(lv, stable), stable
+
+
+def _ranks(lv, stable):
+    """``np.where(stable, 1.0 + lv, lv / 10.0)`` as float32 (what :func:`_candidates` ranks by), by table.
+
+    The same values, looked up: two float64 temporaries of a million-token window cost more."""
+    import numpy as np
+
+    top = int(lv.max()) + 1 if len(lv) else 1
+    if len(lv) == 0 or int(lv.min()) < 0 or top > 64:
+        return np.where(stable, 1.0 + lv, lv / 10.0).astype(np.float32)
+    levels = np.arange(top, dtype=np.int8)
+    table = np.concatenate((levels / 10.0, 1.0 + levels)).astype(np.float32)
+    return table[lv.astype(np.intp) + top * stable]

@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from contextkit.chunking import _processes
 from contextkit.chunking._cuts import _candidates, _greedy, _stable_junction
 from contextkit.chunking._parallel import split_parallel
 from contextkit.chunking._stream import stream_spans
@@ -72,9 +73,11 @@ class TokenChunker(Chunker):
     :data:`DEFAULT_CHUNK_SIZE`, chosen so a chunk fits the default embedding model's window).
 
     Constructor values are defaults; :meth:`chunk` may override the header.
-    ``workers`` is how many threads cut one long text (a megabyte or more, with a
-    tiktoken encoding) and the default for :meth:`chunk_many`'s processes; the chunks
-    are exactly those of one worker, so it is not a setting an index records.
+    ``workers`` is how many processes cut one long text (a megabyte or more, with a
+    tiktoken encoding: this process and ``workers - 1`` spawned ones, shared by every
+    chunker, see :mod:`contextkit.chunking._parallel`) and the default for
+    :meth:`chunk_many`'s processes; the chunks are exactly those of one worker, so it
+    is not a setting an index records.
     :meth:`to_dict` is ``{"type": "TokenChunker", **ChunkerConfig}`` (an index records
     the :class:`ChunkerConfig` alone); a callable header cannot travel in it.
     """
@@ -99,7 +102,7 @@ class TokenChunker(Chunker):
         self._header_fn = header if callable(header) else None
         if workers < 1:
             raise InvalidArgumentError(f"workers must be at least 1, not {workers}")
-        self.workers = workers  # threads for one long text (exact: see contextkit.chunking._parallel)
+        self.workers = workers  # processes for one long text (exact: see contextkit.chunking._parallel)
         self.tokenizer = get_tokenizer(tokenizer)
         self._pool: ProcessPoolExecutor | None = None
         self._pool_size = 0
@@ -140,12 +143,13 @@ class TokenChunker(Chunker):
         budget = self.chunk_size - head_tokens
         return head, head_tokens, budget, min(self.chunk_overlap, budget - 1)
 
-    def _plan(self, doc: Document, header: str | None = None) -> tuple[str, list[tuple[int, int, int, int]]]:
+    def _plan(self, doc: Document, header: str | None = None,
+              workers: int | None = None) -> tuple[str, list[tuple[int, int, int, int]]]:
         """The header and ``(start, end, tokens, total_tokens)`` of each chunk."""
         head, head_tokens, budget, overlap = self._room(doc, header)
         plan = []
         try:
-            spans = list(self.split_text(doc.text, budget, overlap))
+            spans = self._split(doc.text, budget, overlap, self.workers if workers is None else workers)
         except ChunkTooSmallError as exc:
             raise ChunkTooSmallError(f"document {doc.id!r}: {exc}") from None
         for start, end, tokens in spans:
@@ -181,10 +185,14 @@ class TokenChunker(Chunker):
         Processes, not threads: the chunker's Python and NumPy steps hold the GIL.
         Workers are spawned (never forked, which is unsafe once torch has started
         threads), each builds its own chunker from :meth:`to_dict`, and the pool is
-        kept for later calls until :meth:`close`. Output equals the serial output.
+        kept for later calls until :meth:`close`. A single document is cut as one
+        long text is by :meth:`chunk` with ``workers`` (the shared pool of
+        :mod:`contextkit.chunking._processes`). Output equals the serial output.
         """
         docs = list(documents)
         workers = self.workers if workers is None else workers
+        if len(docs) == 1:
+            return [self._build(docs[0], *self._plan(docs[0], None, workers))]
         if workers <= 1 or len(docs) < 2 or self._header_fn is not None:
             return [self.chunk(d) for d in docs]
         pool = self._get_pool(workers)
@@ -229,6 +237,17 @@ class TokenChunker(Chunker):
                         metadata=dict(doc.metadata))
             ordinal += 1
 
+    def start_workers(self) -> None:
+        """Start the ``workers - 1`` processes that cut one long text with this one, without waiting.
+
+        They are started by the first long text anyway (which this process begins on
+        meanwhile); starting them earlier, say before reading the file, hides more of
+        their start-up. They are shared by every chunker and kept until the interpreter
+        exits. Nothing happens for ``workers=1`` or a tokenizer they cannot rebuild.
+        """
+        if self.workers > 1 and _processes.can_share(self.tokenizer):
+            _processes.text_pool(self.workers - 1, self.tokenizer.name)
+
     def _get_pool(self, workers: int) -> ProcessPoolExecutor:
         if self._pool is not None and self._pool_size != workers:
             self.close()
@@ -240,7 +259,10 @@ class TokenChunker(Chunker):
         return self._pool
 
     def close(self) -> None:
-        """Stop the worker processes of :meth:`chunk_many`, if any."""
+        """Stop the worker processes of :meth:`chunk_many`, if any.
+
+        The workers that cut one long text are shared by every chunker and kept until
+        the interpreter exits (:func:`contextkit.chunking._processes.shutdown` stops them)."""
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
             self._pool = None
@@ -278,10 +300,13 @@ class TokenChunker(Chunker):
 
         budget = self.chunk_size if budget is None else budget
         overlap = self.chunk_overlap if overlap is None else overlap
+        return self._split(text, budget, overlap, self.workers)
+
+    def _split(self, text: str, budget: int, overlap: int, workers: int) -> list[tuple[int, int, int]]:
         if not text or text.isspace():
             return []
-        if self.workers > 1:
-            spans = split_parallel(self.tokenizer, text, budget, overlap, self.config.min_fill, self.workers)
+        if workers > 1:
+            spans = split_parallel(self.tokenizer, text, budget, overlap, self.config.min_fill, workers)
             if spans is not None:
                 return spans
         ends = self.tokenizer.token_ends(text)

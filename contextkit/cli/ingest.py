@@ -209,6 +209,7 @@ def chunk(
     header: Annotated[Optional[str], typer.Option(help="metadata above each chunk, as ingest --header")] = None,
     tokenizer: Annotated[str, typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = "cl100k_base",
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: text, start, end, tokens")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="processes for a long text (same chunks)")] = 1,
 ) -> None:
     """Show how a file is chunked (for inspection).
 
@@ -221,7 +222,9 @@ def chunk(
         raise fail(f"{file}: no such file", 2)
     _check_header(header)
     with reported(2):
-        chunker = TokenChunker(chunk_size, overlap, tokenizer, header=header)
+        chunker = TokenChunker(chunk_size, overlap, tokenizer, header=header, workers=workers)
+    if workers > 1 and file.stat().st_size >= 1 << 20:
+        chunker.start_workers()  # they start while the file is read
     result = load_file(SourceFile(file.resolve(), str(file)))
     for e in result.errors:
         err.print(f"error: {safe(e.path)}: {safe(e.reason)}", markup=False, highlight=False)

@@ -135,3 +135,22 @@ class TestPrintedNames:
         result = ingest(str(folder), "--index", str(tmp_path / "ix"))
         assert result.exit_code == 0, result.output
         assert "\x1b" not in result.output and "evil\\x1b[31mred\\nforged: ok.txt" in result.output
+
+
+class TestChunkWorkers:
+    def test_chunk_workers_give_the_chunks_of_one(self, tmp_path, peps):
+        # Over a megabyte: the text is cut by this process and a worker, into the same chunks.
+        big = tmp_path / "peps.txt"
+        big.write_text("\n\n".join(p.read_text(encoding="utf-8") for p in peps[:120]), encoding="utf-8")
+        assert big.stat().st_size > 1 << 20
+        one = runner.invoke(app, ["chunk", str(big), "--json", "--chunk-size", "512", "--overlap", "64"])
+        two = runner.invoke(app, ["chunk", str(big), "--json", "--chunk-size", "512", "--overlap", "64",
+                                  "--workers", "2"])
+        assert one.exit_code == two.exit_code == 0
+        assert two.stdout == one.stdout and len(one.stdout.splitlines()) > 100
+
+    def test_chunk_workers_below_one_refused(self, tmp_path):
+        small = tmp_path / "a.txt"
+        small.write_text("a few words", encoding="utf-8")
+        result = runner.invoke(app, ["chunk", str(small), "--workers", "0"])
+        assert result.exit_code == 2
