@@ -77,6 +77,30 @@ class TestOnnxBackend:
         assert np.abs(got - want).max() < 1e-5
         assert embedder.last_report.windowed_texts == 1  # windowing happens before the backend
 
+    def test_bulk_calls_take_the_pytorch_pipeline_with_the_same_vectors(self, torch_embedder):
+        """``backend="auto"``: queries on ONNX, a call of a model batch or more (ingestion) on the PyTorch
+        pipeline, which is as fast there and needs no export; the vectors agree either way."""
+        pytest.importorskip("onnxruntime")
+        from contextkit.embedders import _onnx
+
+        auto = Embedder(backend="auto")
+        exports: list[object] = []
+        real = _onnx.OnnxEncoder.__init__
+
+        def counting(self, *a, **k):
+            exports.append(1)
+            real(self, *a, **k)
+
+        texts = [f"Chunk {i} says FAISS searches dense vectors by inner product." * (1 + i % 5) for i in range(70)]
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_onnx.OnnxEncoder, "__init__", counting)
+            bulk = auto.embed(texts)
+            assert exports == [] and auto._pipeline  # bulk: the pipeline, no ONNX encoder built
+            one = auto.embed(texts[:3])
+            assert exports == [1] and auto.active_backend == "onnx"  # a small call: ONNX
+        assert np.abs(bulk[:3] - one).max() < 1e-5
+        assert np.abs(bulk - torch_embedder.embed(texts)).max() < 1e-5
+
     def test_explicit_onnx_on_gpu_device_is_refused(self):
         with pytest.raises(ValueError, match="CPU"):
             Embedder(backend="onnx", device="cuda")
