@@ -216,16 +216,20 @@ def whole_process(texts: list[str], repeats: int, workers: int, names: list[str]
             for (name, w), t in best.items() if t < float("inf")}
 
 
-def print_rows(rows: dict[str, dict[str, Any]], reference: str) -> None:
+def print_rows(rows: dict[str, dict[str, Any]], reference: str, ref_over_this: bool = False) -> None:
+    """The table of methods; the last column is each one's MB/s over ``reference``'s, or (``ref_over_this``)
+    the reference's over each one's."""
     ref = rows[reference]["mb_s"]
     print(f"\n{'method':38} {'MB/s':>6} {'best s':>7} {'chunks':>6} {'max tok':>7} {'>512':>5} {'<=512':>8} "
-          f"{'this/ref':>8}")
+          f"{'ck/this' if ref_over_this else 'this/ref':>8}")
     for name, r in rows.items():
         # floored, so 100.00% means every chunk held the bound
         bound = f"{math.floor(10000 * r['within_bound']) / 100:.2f}%" if "within_bound" in r else "-"
+        ratio = ref / r["mb_s"] if ref_over_this else r["mb_s"] / ref
         print(f"{name:38} {r['mb_s']:6.2f} {r['seconds']:7.3f} {r.get('chunks', '-'):>6} "
-              f"{r.get('max_tokens', '-'):>7} {r.get('over_bound', '-'):>5} {bound:>8} {r['mb_s'] / ref:7.2f}x")
-    print(f"(this/ref: MB/s over {reference}'s)")
+              f"{r.get('max_tokens', '-'):>7} {r.get('over_bound', '-'):>5} {bound:>8} {ratio:7.2f}x")
+    if not ref_over_this:
+        print(f"(this/ref: MB/s over {reference}'s)")
 
 
 def one_text_section(enc: Any, texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
@@ -288,13 +292,7 @@ def per_document(enc: Any, texts: list[str], mb: float, args: argparse.Namespace
             "mb_s": mb * times / fastest, "seconds": fastest, **bound_stats(counts), "same_as_single": same}
 
     ck = rows["contextkit TokenChunker"]["mb_s"]
-    print(f"\n{'method':38} {'MB/s':>6} {'best s':>7} {'chunks':>6} {'max tok':>7} {'>512':>5} {'<=512':>8} "
-          f"{'ck/this':>7}")
-    for name, r in rows.items():
-        # floored, so 100.00% means every chunk held the bound
-        bound = f"{math.floor(10000 * r['within_bound']) / 100:.2f}%" if "within_bound" in r else "-"
-        print(f"{name:38} {r['mb_s']:6.2f} {r['seconds']:7.3f} {r.get('chunks', '-'):>6} "
-              f"{r.get('max_tokens', '-'):>7} {r.get('over_bound', '-'):>5} {bound:>8} {ck / r['mb_s']:6.2f}x")
+    print_rows(rows, "contextkit TokenChunker", ref_over_this=True)
 
     ratios: dict[str, float] = {}
     for name, r in rows.items():

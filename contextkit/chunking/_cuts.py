@@ -29,18 +29,37 @@ def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
     """Every possible cut: position, tokens before it, boundary level, stability."""
     import numpy as np
 
-    valid = ends >= 0
-    pos = np.concatenate(([0], ends[valid]))
-    tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
+    pos, tix = _positions(ends)
     at = tokenizer.stable_at(text, pos, cp)
     stable = np.zeros(len(pos), dtype=bool) if at is None else at
     stable[0] = True
     stable[pos == len(text)] = True
-    # Stable cuts rank 2..5 by boundary level; an unstable cut still prefers a
-    # newline or a sentence end over a bare token cut but ranks below them all.
-    lv = _levels(cp, pos)
-    level = np.where(stable, 1.0 + lv, lv / 10.0).astype(np.float32)
-    return pos, tix, level, stable
+    return pos, tix, _ranks(_levels(cp, pos), stable), stable
+
+
+def _positions(ends):
+    """Cut positions (0, then each token end that falls between characters) and the tokens before each."""
+    import numpy as np
+
+    valid = ends >= 0
+    return np.concatenate(([0], ends[valid])), np.concatenate(([0], np.flatnonzero(valid) + 1))
+
+
+def _ranks(lv, stable):
+    """What the greedy cut ranks candidates by, as float32: stable cuts 1 + level (paragraph highest),
+    unstable ones level / 10, so an unstable cut still prefers a newline or a sentence end over a
+    bare token cut but ranks below every stable one.
+
+    Looked up in a table rather than computed with ``np.where``: two float64 temporaries of a
+    million-token window cost more, and the values are the same."""
+    import numpy as np
+
+    top = int(lv.max()) + 1 if len(lv) else 1
+    if len(lv) == 0 or int(lv.min()) < 0 or top > 64:
+        return np.where(stable, 1.0 + lv, lv / 10.0).astype(np.float32)
+    levels = np.arange(top, dtype=np.int8)
+    table = np.concatenate((levels / 10.0, 1.0 + levels)).astype(np.float32)
+    return table[lv.astype(np.intp) + top * stable]
 
 
 @lru_cache(maxsize=1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from contextkit.chunking._cuts import _levels, _walk
+from contextkit.chunking._cuts import _levels, _positions, _ranks, _walk
 from contextkit.tokenizers import Tokenizer, _code_points
 
 
@@ -98,25 +98,9 @@ def _window_candidates(tok: Tokenizer, window: str, ends, before: str, after: st
     # strings first would copy a long non-ASCII window once more, for nothing.
     cp_all = np.concatenate((_code_points(before), _code_points(window), _code_points(after)))
     cp = cp_all[len(before) : len(before) + len(window)]
-    valid = ends >= 0
-    pos = np.concatenate(([0], ends[valid]))
-    tix = np.concatenate(([0], np.flatnonzero(valid) + 1))
+    pos, tix = _positions(ends)
     stable = tok.stable_at(window, pos, cp)
     stable[0] = True
     stable[pos == len(window)] = True
     lv = _levels(cp_all, pos + len(before))
     return pos, tix, _ranks(lv, stable), stable
-
-
-def _ranks(lv, stable):
-    """``np.where(stable, 1.0 + lv, lv / 10.0)`` as float32 (what :func:`_candidates` ranks by), by table.
-
-    The same values, looked up: two float64 temporaries of a million-token window cost more."""
-    import numpy as np
-
-    top = int(lv.max()) + 1 if len(lv) else 1
-    if len(lv) == 0 or int(lv.min()) < 0 or top > 64:
-        return np.where(stable, 1.0 + lv, lv / 10.0).astype(np.float32)
-    levels = np.arange(top, dtype=np.int8)
-    table = np.concatenate((levels / 10.0, 1.0 + levels)).astype(np.float32)
-    return table[lv.astype(np.intp) + top * stable]

@@ -45,6 +45,7 @@ __all__ = [
     "BLOCK_VARS",
     "MESSAGE_OVERHEAD",
     "TEMPLATE_VARS",
+    "LastBuildMixin",
     "PromptBuild",
     "build_prompt",
     "check_options",
@@ -194,6 +195,22 @@ class PromptBuild:
         data["tokens"], data["budget"] = self.sent_tokens, self.budget
         data["budget_used_percent"] = round(100.0 * self.sent_tokens / self.budget, 3)
         return data
+
+
+class LastBuildMixin:
+    """``last_report`` and ``last_prompt`` of a plug-in class that keeps its last :class:`PromptBuild`
+    as ``last_build`` (the synthesizer and the chat engine)."""
+
+    last_build: PromptBuild | None
+
+    @property
+    def last_report(self) -> Any:
+        return self.last_build.result.report if self.last_build else None
+
+    @property
+    def last_prompt(self) -> str | None:
+        """What the LLM received last (messages as ``role: content`` lines)."""
+        return self.last_build.sent if self.last_build else None
 
 
 def _sections(instructions: str | None, query: str, evidence: list[EvidenceItem], history: list[Message] | None,

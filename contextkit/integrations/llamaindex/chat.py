@@ -30,6 +30,7 @@ from llama_index.core.settings import Settings
 
 from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
 from contextkit.integrations.llamaindex._prompt import (
+    LastBuildMixin,
     PromptBuild,
     build_prompt,
     check_options,
@@ -64,7 +65,7 @@ class _HistoryWriter:
         self.put(message)
 
 
-class ContextKitChatEngine(BaseChatEngine):
+class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
     """Chat over a retriever; history summarised by contextkit (or a given summariser)."""
 
     def __init__(self, retriever: BaseRetriever, llm: LLM | None = None, *,
@@ -97,14 +98,6 @@ class ContextKitChatEngine(BaseChatEngine):
     @property
     def chat_history(self) -> list[ChatMessage]:
         return list(self._history)
-
-    @property
-    def last_report(self) -> Any:
-        return self.last_build.result.report if self.last_build else None
-
-    @property
-    def last_prompt(self) -> str | None:
-        return self.last_build.sent if self.last_build else None
 
     def reset(self) -> None:
         self._history = []

@@ -32,6 +32,7 @@ from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
 from contextkit.errors import InvalidArgumentError
 from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
 from contextkit.integrations.llamaindex._prompt import (
+    LastBuildMixin,
     PromptBuild,
     build_prompt,
     check_options,
@@ -75,7 +76,7 @@ def check_response_mode(mode: Any) -> None:
             "get_response_synthesizer(response_mode=...) for it")
 
 
-class ContextKitSynthesizer(BaseSynthesizer):
+class ContextKitSynthesizer(LastBuildMixin, BaseSynthesizer):
     """Builds the prompt with contextkit, then asks the LLM once (no refine loop needed:
     the evidence is already cut to fit)."""
 
@@ -109,15 +110,6 @@ class ContextKitSynthesizer(BaseSynthesizer):
                 raise InvalidArgumentError(f"ContextKitSynthesizer has one prompt, 'text_qa_template', not {key!r} "
                                            "(it makes one call: no refine or summary template)")
             self._qa_template = check_template(template)
-
-    @property
-    def last_report(self) -> Any:
-        return self.last_build.result.report if self.last_build else None
-
-    @property
-    def last_prompt(self) -> str | None:
-        """What the LLM received last (messages as ``role: content`` lines)."""
-        return self.last_build.sent if self.last_build else None
 
     def to_dict(self) -> dict[str, Any]:
         data = {"type": "ContextKitSynthesizer", "class_name": "ContextKitSynthesizer",
