@@ -32,6 +32,60 @@ class TestTiktokenTokenizer:
         finally:
             tokenizers._load_encoding.cache_clear()
 
+    @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
+    def test_bpe_ranks_are_tiktokens_own(self, name):
+        """Our parser of the BPE file gives exactly the mapping tiktoken's parser gives, both ways."""
+        import tiktoken.load
+
+        from contextkit import tokenizers
+
+        path = _bpe_file(name)
+        ours = tokenizers._load_encoding(name)._mergeable_ranks
+        assert ours == tiktoken.load.load_tiktoken_bpe(str(path))
+        assert tokenizers._parse_bpe(path.read_bytes(), path, verified=False) == ours
+
+    def test_loading_writes_nothing(self, tmp_path, monkeypatch):
+        """tiktoken's read_file_cached copies a local file into the cache folder; loading must not."""
+        import shutil
+
+        from contextkit import tokenizers
+
+        path = _bpe_file("cl100k_base")
+        shutil.copy(path, tmp_path / path.name)
+        monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
+        monkeypatch.setattr(tokenizers, "_tiktoken_cache_dirs", lambda: [tmp_path])
+        tokenizers._load_encoding.cache_clear()
+        try:
+            assert TiktokenTokenizer("cl100k_base").count("Hello, world!") == 4
+        finally:
+            tokenizers._load_encoding.cache_clear()
+        assert [p.name for p in tmp_path.iterdir()] == [path.name]
+
+    def test_file_with_the_wrong_hash_is_passed_over_and_named(self, tmp_path, monkeypatch):
+        from contextkit import tokenizers
+
+        path = _bpe_file("cl100k_base")
+        bad = tmp_path / "bad"
+        bad.mkdir()
+        (bad / path.name).write_bytes(path.read_bytes().replace(b" 0\n", b" 7\n", 1))
+        tokenizers._load_encoding.cache_clear()
+        try:
+            monkeypatch.setattr(tokenizers, "_tiktoken_cache_dirs", lambda: [bad, path.parent])
+            assert TiktokenTokenizer("cl100k_base").encoding._mergeable_ranks[b"!"] == 0  # the good copy
+            tokenizers._load_encoding.cache_clear()
+            monkeypatch.setattr(tokenizers, "_tiktoken_cache_dirs", lambda: [bad])
+            with pytest.raises(TokenizerNotFoundError, match="SHA-256 differs") as err:
+                TiktokenTokenizer("cl100k_base")
+            assert str(bad / path.name) in str(err.value)
+        finally:
+            tokenizers._load_encoding.cache_clear()
+
+    def test_bad_line_in_an_unchecked_file_is_named(self, tmp_path):
+        from contextkit import tokenizers
+
+        with pytest.raises(TokenizerNotFoundError, match=r"x\.tiktoken, line 2"):
+            tokenizers._parse_bpe(b"IQ== 0\nnot-a-line\n", tmp_path / "x.tiktoken", verified=False)
+
     @settings(max_examples=200, deadline=None)
     @given(st.text(max_size=300))
     def test_offsets_end_each_token(self, text):
@@ -76,3 +130,14 @@ class TestHuggingFaceTokenizer:
     def test_missing_model_is_a_clear_error(self, tmp_path):
         with pytest.raises(TokenizerNotFoundError):
             HuggingFaceTokenizer(str(tmp_path / "no-such-model"))
+
+
+def _bpe_file(name: str):
+    """The local BPE file the offline loader reads for ``name``."""
+    import hashlib
+
+    from contextkit import tokenizers
+
+    url = f"https://openaipublic.blob.core.windows.net/encodings/{name}.tiktoken"
+    key = hashlib.sha1(url.encode()).hexdigest()
+    return next(d / key for d in tokenizers._tiktoken_cache_dirs() if (d / key).is_file())

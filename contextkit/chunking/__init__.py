@@ -4,13 +4,25 @@
   ``chunk_many``, ``to_dict``/``from_dict``);
 - :mod:`~contextkit.chunking._cuts`: the greedy cut over one encoding (a leaf);
 - :mod:`~contextkit.chunking.token`: :class:`TokenChunker`, whole documents, in parallel with ``workers``;
+  its settings as a pydantic model, :class:`ChunkerConfig`, come from :mod:`~contextkit.chunking._config` on first use
+  (the chunker itself needs no pydantic);
 - :mod:`~contextkit.chunking._stream`: the same cut walked window by window over a text too large to hold.
 - :mod:`~contextkit.chunking._parallel`: one long text cut by several processes, into exactly the chunks of one
   (:mod:`~contextkit.chunking._processes`: the worker processes, shared by every chunker).
 """
 
+from typing import Any
+
 from contextkit.chunking.base import Chunker
-from contextkit.chunking.token import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, ChunkerConfig, TokenChunker
+from contextkit.chunking.token import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, TokenChunker
 from contextkit.errors import ChunkTooSmallError, HeaderTooLargeError
 
 __all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "ChunkTooSmallError", "Chunker", "ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ChunkerConfig":  # a pydantic model: imported on first use, not with the chunker
+        from contextkit.chunking._config import ChunkerConfig
+
+        return ChunkerConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,9 +17,7 @@ import multiprocessing
 import string
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import TYPE_CHECKING, Any
 
 from contextkit.chunking import _processes
 from contextkit.chunking._cuts import _candidates, _greedy, _stable_junction
@@ -35,32 +33,54 @@ from contextkit.errors import (
 from contextkit.records import Chunk, Document
 from contextkit.tokenizers import Tokenizer, _code_points, get_tokenizer
 
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.chunking._config import ChunkerConfig
+
 __all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]
 
 log = logging.getLogger(__name__)
 
 
 
-class ChunkerConfig(BaseModel):
-    """Settings of a :class:`TokenChunker` (also what an index records)."""
+#: The settings a ChunkerConfig holds, in its order.
+_SETTINGS = ("chunk_size", "chunk_overlap", "tokenizer", "header", "min_fill")
 
-    model_config = ConfigDict(extra="forbid")
 
-    chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1, description="maximum tokens per chunk, header included")
-    chunk_overlap: int = Field(DEFAULT_CHUNK_OVERLAP, ge=0, description="maximum tokens shared by consecutive chunks")
-    tokenizer: str = "cl100k_base"
-    header: str | None = Field(
-        None, description="template embedded above each chunk, e.g. '{title}\\n'; fields come from the document"
+def __getattr__(name: str) -> Any:
+    """``ChunkerConfig`` on first use: it is a pydantic model, and a chunker does not import pydantic."""
+    if name == "ChunkerConfig":
+        from contextkit.chunking._config import ChunkerConfig
+
+        return ChunkerConfig
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _checked_settings(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` as :class:`ChunkerConfig` holds them (its ``model_dump()``), or its error.
+
+    The common case (integers in range, a name, a template or None, a fraction) is
+    checked here without pydantic, whose import is most of the cost of importing
+    the chunker (170 ms, paid again by every worker process a whole process that
+    chunks one text starts). Anything else (a value to coerce, one out of range, an
+    unknown key) goes to ChunkerConfig, which coerces it or raises as it always has;
+    a property test holds the two paths to the same answers.
+    """
+    size = values.get("chunk_size", DEFAULT_CHUNK_SIZE)
+    overlap = values.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP)
+    tokenizer, header = values.get("tokenizer", "cl100k_base"), values.get("header")
+    fill = values.get("min_fill", 0.5)
+    plain = (
+        set(values) <= set(_SETTINGS)
+        and type(size) is int and type(overlap) is int and 0 <= overlap < size
+        and type(tokenizer) is str and (header is None or type(header) is str)
+        and type(fill) in (int, float) and 0.0 <= fill <= 1.0
     )
-    min_fill: float = Field(0.5, ge=0.0, le=1.0, description="a preferred boundary must leave the chunk this full")
+    if plain:
+        return {"chunk_size": size, "chunk_overlap": overlap, "tokenizer": tokenizer, "header": header,
+                "min_fill": float(fill)}
+    from contextkit.chunking._config import ChunkerConfig
 
-    @model_validator(mode="after")
-    def _check(self) -> ChunkerConfig:
-        if self.chunk_overlap >= self.chunk_size:
-            raise InvalidArgumentError(
-                f"chunk_overlap ({self.chunk_overlap}) must be smaller than chunk_size ({self.chunk_size})"
-            )
-        return self
+    return ChunkerConfig(**values).model_dump()
 
 
 class _Fields(dict):
@@ -92,13 +112,12 @@ class TokenChunker(Chunker):
         workers: int = 1,
     ) -> None:
         tok_name = tokenizer if isinstance(tokenizer, str) else tokenizer.name
-        self.config = ChunkerConfig(
-            chunk_size=chunk_size,
-            chunk_overlap=chunk_overlap,
-            tokenizer=tok_name,
-            header=header if isinstance(header, str) else None,
-            min_fill=min_fill,
-        )
+        self._settings_checked = _checked_settings({
+            "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "tokenizer": tok_name,
+            "header": header if isinstance(header, str) else None, "min_fill": min_fill,
+        })
+        self._min_fill: float = self._settings_checked["min_fill"]
+        self._config: ChunkerConfig | None = None
         self._header_fn = header if callable(header) else None
         if workers < 1:
             raise InvalidArgumentError(f"workers must be at least 1, not {workers}")
@@ -109,22 +128,31 @@ class TokenChunker(Chunker):
 
     # ------------------------------------------------------------------ API
     @property
+    def config(self) -> ChunkerConfig:
+        """The settings as a :class:`ChunkerConfig` (what an index records); built on first use."""
+        if self._config is None:
+            from contextkit.chunking._config import ChunkerConfig
+
+            self._config = ChunkerConfig(**self._settings_checked)
+        return self._config
+
+    @property
     def chunk_size(self) -> int:
-        return self.config.chunk_size
+        return self._settings_checked["chunk_size"]
 
     @property
     def chunk_overlap(self) -> int:
-        return self.config.chunk_overlap
+        return self._settings_checked["chunk_overlap"]
 
     def _settings(self) -> dict[str, Any]:
-        return self.config.model_dump()
+        return dict(self._settings_checked)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TokenChunker:
         """From :meth:`to_dict` or a recorded :class:`ChunkerConfig` (checked: unknown keys are refused)."""
         settings = dict(data)
         kind = settings.pop("type", cls.__name__)
-        return super().from_dict({"type": kind, **ChunkerConfig(**settings).model_dump()})
+        return super().from_dict({"type": kind, **_checked_settings(settings)})
 
     def chunk(self, document: Document | str, header: str | None = None) -> list[Chunk]:
         """Chunks of one document (a bare string becomes a document with id ``"text"``)."""
@@ -224,7 +252,7 @@ class TokenChunker(Chunker):
             yield from self.chunk(Document(doc_id, "".join(blocks), source, doc.metadata), header)
             return
         head, head_tokens, budget, overlap = self._room(doc, header)
-        spans = stream_spans(self.tokenizer, blocks, budget, overlap, self.config.min_fill, max(1, window_chars))
+        spans = stream_spans(self.tokenizer, blocks, budget, overlap, self._min_fill, max(1, window_chars))
         ordinal = 0
         for start, text, tokens, before in spans:
             if text.isspace() or not text:
@@ -281,7 +309,7 @@ class TokenChunker(Chunker):
             head = self._header_fn(doc)
             return head if not head or head.endswith("\n") else head + "\n"
         else:
-            template = self.config.header
+            template = self._settings_checked["header"]
         if not template:
             return ""
         fields = _Fields({k: v for k, v in doc.metadata.items() if isinstance(k, str)})
@@ -306,7 +334,7 @@ class TokenChunker(Chunker):
         if not text or text.isspace():
             return []
         if workers > 1:
-            spans = split_parallel(self.tokenizer, text, budget, overlap, self.config.min_fill, workers)
+            spans = split_parallel(self.tokenizer, text, budget, overlap, self._min_fill, workers)
             if spans is not None:
                 return spans
         ends = self.tokenizer.token_ends(text)
@@ -315,7 +343,7 @@ class TokenChunker(Chunker):
             return [(0, len(text), n_tok)]
         cp = _code_points(text)
         pos, tix, level, stable = _candidates(self.tokenizer, text, cp, ends)
-        return _greedy(self.tokenizer, text, pos, tix, level, stable, n_tok, budget, overlap, self.config.min_fill)
+        return _greedy(self.tokenizer, text, pos, tix, level, stable, n_tok, budget, overlap, self._min_fill)
 
 
 _worker_chunker: TokenChunker | None = None

@@ -119,3 +119,54 @@ class TestTokenChunker:
     def test_bad_settings(self):
         with pytest.raises(ValueError, match="chunk_overlap"):
             TokenChunker(10, 10)
+
+
+class TestSettingsWithoutPydantic:
+    """The chunker checks its settings itself (pydantic's import is most of its own); the answers
+    must be ChunkerConfig's, for every value, well-typed or not."""
+
+    _VALUE = st.one_of(
+        st.integers(-3, 3000), st.floats(allow_nan=True, allow_infinity=True), st.booleans(), st.none(),
+        st.sampled_from(["512", "cl100k_base", "o200k_base", "{title}\n", "", "0.5", "x"]),
+    )
+
+    @settings(max_examples=400, deadline=None)
+    @given(st.dictionaries(st.sampled_from(["chunk_size", "chunk_overlap", "tokenizer", "header", "min_fill",
+                                            "workers", "size"]), _VALUE, max_size=6))
+    def test_same_answers_as_chunker_config(self, values):
+        from contextkit.chunking import ChunkerConfig
+        from contextkit.chunking.token import _checked_settings
+
+        try:
+            expected = ChunkerConfig(**values).model_dump()
+        except ValueError as exc:
+            with pytest.raises(type(exc)):
+                _checked_settings(values)
+            return
+        got = _checked_settings(values)
+        assert got == expected
+        assert [type(v) for v in got.values()] == [type(v) for v in expected.values()]
+
+    def test_chunker_and_its_chunks_need_no_pydantic(self):
+        import subprocess
+        import sys
+
+        code = ("import sys\n"
+                "from contextkit.chunking import TokenChunker\n"
+                "c = TokenChunker(64, 8, header='{title}\\n')\n"
+                "assert c.chunk('word ' * 500) and c.to_dict()['chunk_size'] == 64\n"
+                "TokenChunker.from_dict(c.to_dict())\n"
+                "assert 'pydantic' not in sys.modules, 'pydantic imported'\n"
+                "assert c.config.chunk_size == 64 and 'pydantic' in sys.modules\n")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+
+    def test_public_names_still_resolve(self):
+        import contextkit
+        from contextkit.chunking import ChunkerConfig
+        from contextkit.chunking.token import ChunkerConfig as again
+
+        assert ChunkerConfig is again is contextkit.ChunkerConfig
+        assert TokenChunker(100, 10).config == ChunkerConfig(chunk_size=100, chunk_overlap=10)
+        with pytest.raises(ImportError):
+            from contextkit.chunking import NoSuchThing  # noqa: F401
