@@ -49,7 +49,8 @@ peer and as LlamaIndex's SentenceSplitter, within a small factor of the bare
 tiktoken pass, and ``workers=2`` beats one process on the 3x corpus.
 
 Run: ``python bench/bench_chunking.py`` (add ``--limit 100 --repeats 1`` for a
-quick run, ``--section one-text`` for the one-text figures alone, ``--json out.json``
+quick run, ``--section one-text`` for the one-text figures alone, ``--section whole-process
+--repeats 7`` for the whole-process figure alone, ``--json out.json``
 to keep the numbers). Peers come from the ``bench`` extra plus ``semantic-text-splitter``.
 """
 
@@ -264,6 +265,23 @@ def one_text_section(enc: Any, texts: list[str], args: argparse.Namespace) -> di
     return {"in_process": rows, "whole_process": procs, "ratios": ratios}
 
 
+def whole_process_section(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The issue-22 whole-process figure alone: a bare tiktoken pass, contextkit w=1 and w=N and
+    LlamaIndex's SentenceSplitter, round-robin, best of ``--repeats`` (more repeats than the full
+    run affords, since this machine's noise is the figure's main uncertainty)."""
+    procs = whole_process(texts, args.repeats, args.workers,
+                          ["tiktoken encode_ordinary", "contextkit TokenChunker", "llamaindex SentenceSplitter"])
+    print_rows(procs, "llamaindex SentenceSplitter")
+    ratios = {f"whole process: contextkit w={n} / llamaindex SentenceSplitter":
+              procs[f"contextkit TokenChunker w={n}"]["mb_s"] / procs["llamaindex SentenceSplitter"]["mb_s"]
+              for n in (1, args.workers)}
+    ratios[f"whole process: contextkit w={args.workers} / bare tiktoken pass"] = (
+        procs[f"contextkit TokenChunker w={args.workers}"]["mb_s"] / procs["tiktoken encode_ordinary"]["mb_s"])
+    for name, value in ratios.items():
+        print(f"  {name:64} {value:6.2f}")
+    return {"whole_process": procs, "ratios": ratios}
+
+
 def per_document(enc: Any, texts: list[str], mb: float, args: argparse.Namespace) -> dict[str, Any]:
     """Each PEP on its own: every method on one thread, then contextkit's chunk_many over processes."""
     found = methods(enc)
@@ -319,8 +337,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3, help="best of N (default 3)")
     ap.add_argument("--workers", type=int, default=2,
                     help="processes for one text and for chunk_many (default 2)")
-    ap.add_argument("--section", choices=["documents", "one-text", "all"], default="all",
-                    help="documents one at a time, the corpus as one text (in process and whole process), or both")
+    ap.add_argument("--section", choices=["documents", "one-text", "whole-process", "all"], default="all",
+                    help="documents one at a time, the corpus as one text (in process and whole process), "
+                         "the whole-process figure alone (bare pass, contextkit, LlamaIndex), or all")
     ap.add_argument("--json", type=Path, default=None, help="write the results here")
     args = ap.parse_args()
 
@@ -336,6 +355,8 @@ def main() -> None:
         result["documents"] = per_document(enc, texts, mb, args)
     if args.section in ("one-text", "all"):
         result["one_text"] = one_text_section(enc, texts, args)
+    if args.section == "whole-process":
+        result["whole_process"] = whole_process_section(texts, args)
 
     if args.json:
         result.update(corpus={"files": len(texts), "mb": mb, "limit": args.limit}, repeats=args.repeats,

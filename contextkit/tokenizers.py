@@ -17,7 +17,7 @@ import threading
 import types
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -124,13 +124,15 @@ def _tiktoken_cache_dirs() -> list[Path]:
     return found
 
 
-def _offline_bpe_loader(encoding_name: str):
+def _offline_bpe_loader(encoding_name: str, parse: bool = True):
     """A stand-in for ``tiktoken.load.load_tiktoken_bpe`` that reads local files only.
 
     It reads the file itself rather than through tiktoken's ``read_file_cached``: that
     one copies any file it is given into the cache folder under a key of its path (a
     write into ``TIKTOKEN_CACHE_DIR`` on every new path, an error where that folder is
     read-only). A file whose SHA-256 is not tiktoken's is passed over, naming it.
+    With ``parse`` off it only looks for a file of that name (and returns no ranks): what a
+    tokenizer's construction checks, leaving the read, hash and parse to its first use.
     """
 
     def load(url: str, expected_hash: str | None = None) -> dict[bytes, int]:
@@ -141,6 +143,8 @@ def _offline_bpe_loader(encoding_name: str):
             path = folder / key
             if not path.is_file():
                 continue
+            if not parse:
+                return {}
             data = path.read_bytes()
             if expected_hash and hashlib.sha256(data).hexdigest() != expected_hash:
                 mismatched.append(path)
@@ -185,15 +189,10 @@ def _parse_bpe(data: bytes, path: Path, verified: bool) -> dict[bytes, int]:
 _encoding_lock = threading.Lock()
 
 
-@lru_cache(maxsize=8)
-def _load_encoding(name: str):
-    """Build a ``tiktoken.Encoding`` without network access.
-
-    We call tiktoken's own constructor for the encoding (so the regex and the
-    special tokens stay exactly tiktoken's) with its globals rebound to a loader
-    that only reads local files; no module state is patched.
-    """
-    import tiktoken
+def _offline_constructor(name: str, parse: bool = True):
+    """tiktoken's own constructor of encoding ``name`` (so the regex and the special tokens stay
+    exactly tiktoken's), its globals rebound to a loader that only reads local files; no module
+    state is patched."""
     from tiktoken_ext import openai_public
 
     constructor = getattr(openai_public, name, None)
@@ -201,15 +200,29 @@ def _load_encoding(name: str):
         raise TokenizerNotFoundError(
             f"unknown tiktoken encoding {name!r}; known: cl100k_base, o200k_base, p50k_base, r50k_base"
         )
-    offline = types.FunctionType(
+    return types.FunctionType(
         constructor.__code__,
-        {**openai_public.__dict__, "load_tiktoken_bpe": _offline_bpe_loader(name)},
+        {**openai_public.__dict__, "load_tiktoken_bpe": _offline_bpe_loader(name, parse)},
         constructor.__name__,
         constructor.__defaults__,
         constructor.__closure__,
     )
+
+
+@lru_cache(maxsize=8)
+def _load_encoding(name: str):
+    """Build a ``tiktoken.Encoding`` without network access."""
+    import tiktoken
+
+    offline = _offline_constructor(name)
     with _encoding_lock:
         return tiktoken.Encoding(**offline())
+
+
+def _check_encoding(name: str) -> None:
+    """Raise what :func:`_load_encoding` would for an unknown name or a missing file, at the
+    cost of a few ``stat`` calls (a copy whose hash is wrong is found, and named, on first use)."""
+    _offline_constructor(name, parse=False)()
 
 
 @lru_cache(maxsize=8)
@@ -292,11 +305,20 @@ def _stable_at(cp, positions):
 
 
 class TiktokenTokenizer(Tokenizer):
-    """A tiktoken encoding (``cl100k_base`` by default), loaded offline."""
+    """A tiktoken encoding (``cl100k_base`` by default), loaded offline.
+
+    The name and the BPE file are checked when it is built; the file is parsed on
+    first use (0.15 s), so a process can start worker processes, which need only the
+    name, before paying for it: they boot while it loads.
+    """
 
     def __init__(self, name: str = "cl100k_base") -> None:
         self.name = name
-        self._enc = _load_encoding(name)
+        _check_encoding(name)
+
+    @cached_property
+    def _enc(self):
+        return _load_encoding(self.name)
 
     @property
     def encoding(self):

@@ -74,8 +74,9 @@ class TestTiktokenTokenizer:
             assert TiktokenTokenizer("cl100k_base").encoding._mergeable_ranks[b"!"] == 0  # the good copy
             tokenizers._load_encoding.cache_clear()
             monkeypatch.setattr(tokenizers, "_tiktoken_cache_dirs", lambda: [bad])
+            tok = TiktokenTokenizer("cl100k_base")  # built: the file is there; it is read on first use
             with pytest.raises(TokenizerNotFoundError, match="SHA-256 differs") as err:
-                TiktokenTokenizer("cl100k_base")
+                tok.count("hello")
             assert str(bad / path.name) in str(err.value)
         finally:
             tokenizers._load_encoding.cache_clear()

@@ -107,7 +107,14 @@ def _stop_at_exit_once() -> None:
     to run before it: threading's exit hooks, which run before atexit's, in reverse order.)"""
     global _exit_hook
     if not _exit_hook:
-        threading._register_atexit(_stop_workers)  # type: ignore[attr-defined]
+        # A private hook of CPython's (3.9 on, where concurrent.futures registers its own); without
+        # it, atexit's runs after the pool's join: exit then waits for a segment in flight, no more.
+        register = getattr(threading, "_register_atexit", None)
+        if register is None:  # pragma: no cover - every CPython we support has it
+            import atexit
+
+            register = atexit.register
+        register(_stop_workers)
         _exit_hook = True
 
 
