@@ -148,6 +148,7 @@ class _Cut:
     def run(self) -> list[Span]:
         chain: list[Span] = []
         start = 0
+        self.claim(0)  # the workers start on the end now, not after this process's first window
         while True:
             joined = self.follow(self.stream_from(start), chain)
             if joined is None or self.join_rest(chain, joined):

@@ -22,7 +22,7 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from contextkit.tokenizers import TiktokenTokenizer, Tokenizer, get_tokenizer
+from contextkit.tokenizers import _STABLE_ENCODINGS, TiktokenTokenizer, Tokenizer, get_tokenizer
 
 __all__ = ["can_share", "shutdown", "text_pool", "walk_window", "warm_up"]
 
@@ -38,7 +38,9 @@ _failed = False  # workers died before any came up: not tried again in this proc
 
 def can_share(tok: Tokenizer) -> bool:
     """Whether a worker rebuilds exactly ``tok`` from its name (a tiktoken encoding with stable boundaries)."""
-    return not _failed and type(tok) is TiktokenTokenizer and tok.stable_mask("a b") is not None
+    # By name, not by asking for a mask: that imports numpy, which start_workers() would then
+    # pay before the spawn rather than while the workers boot.
+    return not _failed and type(tok) is TiktokenTokenizer and tok.name in _STABLE_ENCODINGS
 
 
 def text_pool(size: int, tokenizer: str) -> ProcessPoolExecutor:

@@ -144,6 +144,44 @@ class TestParallelCut:
         _processes.shutdown()
         assert _spans(TokenChunker(256, 32, workers=2).chunk(text)) == _spans(TokenChunker(256, 32).chunk(text))
 
+    def test_workers_get_segments_before_this_process_encodes(self, peps, monkeypatch):
+        """The caller's first window (and, in a new process, its encoding's parse) must not
+        keep the workers idle: they are handed the end of the text first."""
+        text = "\n\n".join(p.read_text(encoding="utf-8") for p in peps[:120])
+        chunker = TokenChunker(256, 32, workers=2)
+        _warm(2)
+        handed: list[int] = []
+        submit, encode = _processes._pool.submit, type(chunker.tokenizer).token_ends
+        seen_at_first_encode: list[int] = []
+
+        def counted_submit(*args, **kwargs):
+            handed.append(1)
+            return submit(*args, **kwargs)
+
+        def watched_ends(tok, window):
+            if not seen_at_first_encode:
+                seen_at_first_encode.append(len(handed))
+            return encode(tok, window)
+
+        monkeypatch.setattr(_processes._pool, "submit", counted_submit)
+        monkeypatch.setattr(type(chunker.tokenizer), "token_ends", watched_ends)
+        assert _spans(chunker.chunk(text)) == _spans(TokenChunker(256, 32).chunk(text))
+        assert seen_at_first_encode[0] >= 1
+
+    def test_start_workers_spawns_before_numpy_is_imported(self):
+        import subprocess
+        import sys
+
+        code = ("import sys\n"
+                "from contextkit.chunking import TokenChunker\n"
+                "if __name__ == '__main__':\n"
+                "    TokenChunker(64, 8, workers=2).start_workers()\n"
+                "    assert 'numpy' not in sys.modules, 'numpy imported before the spawn'\n"
+                "    from contextkit.chunking import _processes\n"
+                "    assert _processes.warm_up(1, 'cl100k_base', timeout=120)\n")
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+
     def test_a_dead_worker_costs_time_not_chunks(self, peps):
         text = "\n\n".join(p.read_text(encoding="utf-8") for p in peps[:120])
         serial = _spans(TokenChunker(256, 32).chunk(text))
