@@ -22,7 +22,12 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from contextkit.tokenizers import _STABLE_ENCODINGS, TiktokenTokenizer, Tokenizer, get_tokenizer
+from contextkit.tokenizers import (
+    _STABLE_ENCODINGS,
+    TiktokenTokenizer,
+    Tokenizer,
+    get_tokenizer,
+)
 
 __all__ = ["can_share", "shutdown", "text_pool", "walk_window", "warm_up"]
 
