@@ -320,6 +320,14 @@ class TiktokenTokenizer(Tokenizer):
     def _enc(self):
         return _load_encoding(self.name)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled by name (a process that unpickles it finds the file offline, as this one did),
+        not as the 1.3 MB of ranks tiktoken's own pickling of an Encoding writes."""
+        return {"name": self.name}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.name = state["name"]
+
     @property
     def encoding(self):
         return self._enc

@@ -81,6 +81,22 @@ class TestTiktokenTokenizer:
         finally:
             tokenizers._load_encoding.cache_clear()
 
+    def test_pickled_by_name(self):
+        import pickle
+
+        from contextkit.chunking import TokenChunker
+
+        tok = TiktokenTokenizer("o200k_base")
+        tok.count("warm it up")
+        blob = pickle.dumps(tok)
+        assert len(blob) < 200  # the name, not the ranks
+        again = pickle.loads(blob)
+        assert again.encode("Hello, world!") == tok.encode("Hello, world!")
+        chunker = TokenChunker(16, 2, tokenizer="o200k_base")
+        assert chunker.chunk("one two three " * 40)
+        assert len(pickle.dumps(chunker)) < 2000
+        assert pickle.loads(pickle.dumps(chunker)).chunk("one two three " * 40) == chunker.chunk("one two three " * 40)
+
     def test_bad_line_in_an_unchecked_file_is_named(self, tmp_path):
         from contextkit import tokenizers
 
