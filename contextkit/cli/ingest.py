@@ -12,7 +12,7 @@ import typer
 from rich.table import Table
 
 from contextkit.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, progress_bar, reported, safe
+from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, plain_rule, progress_bar, reported, safe
 
 
 def _check_header(header: str | None) -> None:
@@ -232,14 +232,17 @@ def chunk(
         with reported(2):  # a header larger than --chunk-size
             chunks = chunker.chunk(doc)
         for c in chunks:
+            title = f"{safe(c.id)}  [{c.start}:{c.end}]  {c.token_count} tokens"
             if as_json:
                 sys.stdout.write(json.dumps({"doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
                                              "start": c.start, "end": c.end, "tokens": c.token_count},
                                             ensure_ascii=False) + "\n")
+            elif not out.is_terminal:  # a pipe or a file: plain lines, the text as it is (not re-wrapped)
+                sys.stdout.write(f"{plain_rule(title, out.width)}\n{safe(c.text, keep_lines=True)}\n")
             else:
                 from rich.markup import escape
 
-                out.rule(escape(f"{safe(c.id)}  [{c.start}:{c.end}]  {c.token_count} tokens"))
+                out.rule(escape(title))
                 out.print(safe(c.text, keep_lines=True), markup=False, highlight=False)
     if not result.documents:
         raise typer.Exit(1)

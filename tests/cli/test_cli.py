@@ -1,5 +1,7 @@
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from contextkit.cli import app
@@ -43,6 +45,37 @@ class TestCli:
         rows = [json.loads(line) for line in result.stdout.splitlines()]
         text = f.read_text(encoding="utf-8")
         assert len(rows) > 1 and all(text[r["start"] : r["end"]] == r["text"] and r["tokens"] <= 64 for r in rows)
+
+    def test_chunk_shown_plainly_into_a_pipe(self, tmp_path):
+        """Not a terminal: a rule per chunk, then its text as it is (a long line not re-wrapped,
+        a control character escaped)."""
+        f = tmp_path / "a.md"
+        long_line = "word " * 40
+        f.write_text(("Hello there. " * 30 + "\n" + long_line + "\n\tindented\x1b[31m\n") * 20, encoding="utf-8")
+        result = runner.invoke(app, ["chunk", str(f), "--chunk-size", "64", "--overlap", "8"])
+        assert result.exit_code == 0
+        rows = [json.loads(line) for line in runner.invoke(
+            app, ["chunk", str(f), "--chunk-size", "64", "--overlap", "8", "--json"]).stdout.splitlines()]
+        rules = [line for line in result.stdout.splitlines() if line.startswith("─")]
+        assert len(rules) == len(rows) > 1
+        assert all(f"a.md::{r['ordinal']}  [{r['start']}:{r['end']}]  {r['tokens']} tokens" in rule
+                   for r, rule in zip(rows, rules, strict=True))
+        assert long_line.strip() in result.stdout and "\\x1b[31m" in result.stdout and "\x1b" not in result.stdout
+        assert "\n\tindented" in result.stdout
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.text(st.characters(codec="utf-8"), max_size=60))
+    def test_safe_keeps_lines_as_the_char_by_char_rule(self, text):
+        from contextkit.cli._app import safe
+
+        def rule(ch: str) -> str:
+            if ch.isprintable() or ch in "\n\t":
+                return ch
+            code = ord(ch)
+            return ({"\r": "\\r"}.get(ch) or (f"\\x{code:02x}" if code <= 0xFF else
+                    f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"))
+
+        assert safe(text, keep_lines=True) == "".join(map(rule, text))
 
     def test_chunk_missing_file_is_a_usage_error(self, tmp_path):
         result = runner.invoke(app, ["chunk", str(tmp_path / "nope.md")])
