@@ -254,15 +254,20 @@ def one_text_section(enc: Any, texts: list[str], args: argparse.Namespace) -> di
                                                    *[n for n in rows if not n.startswith(("contextkit", "tiktoken"))]])
     if "llamaindex SentenceSplitter" in procs:
         print_rows(procs, "llamaindex SentenceSplitter")
-        for n in (1, w):
-            ratios[f"whole process: contextkit w={n} / llamaindex SentenceSplitter"] = (
-                procs[f"contextkit TokenChunker w={n}"]["mb_s"] / procs["llamaindex SentenceSplitter"]["mb_s"])
+        ratios.update(over_llamaindex(procs, w))
     print("\nratios, one text (MB/s over MB/s; > 1 means the left side is faster):")
     for name, value in ratios.items():
         print(f"  {name:64} {value:6.2f}")
     print(f"  chunks of w={w} identical to w=1: {rows[f'contextkit TokenChunker w={w}']['same_as_w1']} "
           f"(first call: {rows[f'contextkit TokenChunker w={w} cold']['same_as_w1']})")
     return {"in_process": rows, "whole_process": procs, "ratios": ratios}
+
+
+def over_llamaindex(procs: dict[str, dict[str, Any]], workers: int) -> dict[str, float]:
+    """Whole process, contextkit w=1 and w=``workers`` in MB/s over LlamaIndex's SentenceSplitter."""
+    return {f"whole process: contextkit w={n} / llamaindex SentenceSplitter":
+            procs[f"contextkit TokenChunker w={n}"]["mb_s"] / procs["llamaindex SentenceSplitter"]["mb_s"]
+            for n in (1, workers)}
 
 
 def whole_process_section(texts: list[str], args: argparse.Namespace) -> dict[str, Any]:
@@ -272,9 +277,7 @@ def whole_process_section(texts: list[str], args: argparse.Namespace) -> dict[st
     procs = whole_process(texts, args.repeats, args.workers,
                           ["tiktoken encode_ordinary", "contextkit TokenChunker", "llamaindex SentenceSplitter"])
     print_rows(procs, "llamaindex SentenceSplitter")
-    ratios = {f"whole process: contextkit w={n} / llamaindex SentenceSplitter":
-              procs[f"contextkit TokenChunker w={n}"]["mb_s"] / procs["llamaindex SentenceSplitter"]["mb_s"]
-              for n in (1, args.workers)}
+    ratios = over_llamaindex(procs, args.workers)
     ratios[f"whole process: contextkit w={args.workers} / bare tiktoken pass"] = (
         procs[f"contextkit TokenChunker w={args.workers}"]["mb_s"] / procs["tiktoken encode_ordinary"]["mb_s"])
     for name, value in ratios.items():

@@ -219,9 +219,11 @@ def _load_encoding(name: str):
         return tiktoken.Encoding(**offline())
 
 
+@lru_cache(maxsize=8)
 def _check_encoding(name: str) -> None:
     """Raise what :func:`_load_encoding` would for an unknown name or a missing file, at the
-    cost of a few ``stat`` calls (a copy whose hash is wrong is found, and named, on first use)."""
+    cost of a few ``stat`` calls (a copy whose hash is wrong is found, and named, on first use).
+    Once per name and process, as the load itself: a tokenizer may be built per request."""
     _offline_constructor(name, parse=False)()
 
 

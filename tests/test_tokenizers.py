@@ -26,11 +26,13 @@ class TestTiktokenTokenizer:
 
         monkeypatch.setattr(tokenizers, "_tiktoken_cache_dirs", lambda: [])
         tokenizers._load_encoding.cache_clear()
+        tokenizers._check_encoding.cache_clear()
         try:
             with pytest.raises(TokenizerNotFoundError, match="p50k_base"):
                 TiktokenTokenizer("p50k_base")
         finally:
             tokenizers._load_encoding.cache_clear()
+            tokenizers._check_encoding.cache_clear()
 
     @pytest.mark.parametrize("name", ["cl100k_base", "o200k_base"])
     def test_bpe_ranks_are_tiktokens_own(self, name):

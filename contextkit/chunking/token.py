@@ -76,8 +76,7 @@ def _checked_settings(values: dict[str, Any]) -> dict[str, Any]:
         and type(fill) in (int, float) and 0.0 <= fill <= 1.0
     )
     if plain:
-        return {"chunk_size": size, "chunk_overlap": overlap, "tokenizer": tokenizer, "header": header,
-                "min_fill": float(fill)}
+        return dict(zip(_SETTINGS, (size, overlap, tokenizer, header, float(fill)), strict=True))
     from contextkit.chunking._config import ChunkerConfig
 
     return ChunkerConfig(**values).model_dump()
@@ -116,7 +115,6 @@ class TokenChunker(Chunker):
             "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "tokenizer": tok_name,
             "header": header if isinstance(header, str) else None, "min_fill": min_fill,
         })
-        self._min_fill: float = self._settings_checked["min_fill"]
         self._config: ChunkerConfig | None = None
         self._header_fn = header if callable(header) else None
         if workers < 1:
@@ -143,6 +141,10 @@ class TokenChunker(Chunker):
     @property
     def chunk_overlap(self) -> int:
         return self._settings_checked["chunk_overlap"]
+
+    @property
+    def _min_fill(self) -> float:
+        return self._settings_checked["min_fill"]
 
     def _settings(self) -> dict[str, Any]:
         return dict(self._settings_checked)

@@ -232,12 +232,13 @@ def chunk(
         with reported(2):  # a header larger than --chunk-size
             chunks = chunker.chunk(doc)
         for c in chunks:
-            title = f"{safe(c.id)}  [{c.start}:{c.end}]  {c.token_count} tokens"
             if as_json:
                 sys.stdout.write(json.dumps({"doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
                                              "start": c.start, "end": c.end, "tokens": c.token_count},
                                             ensure_ascii=False) + "\n")
-            elif not out.is_terminal:  # a pipe or a file: plain lines, the text as it is (not re-wrapped)
+                continue
+            title = f"{safe(c.id)}  [{c.start}:{c.end}]  {c.token_count} tokens"
+            if not out.is_terminal:  # a pipe or a file: plain lines, the text as it is (not re-wrapped)
                 sys.stdout.write(f"{plain_rule(title, out.width)}\n{safe(c.text, keep_lines=True)}\n")
             else:
                 from rich.markup import escape
