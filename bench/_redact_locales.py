@@ -145,7 +145,9 @@ class LocaleSet:
 def clean_records(seed: int, n_generated: int, data: Path) -> list[tuple[str, str]]:
     """(family, text) records that hold nothing to redact."""
     rng = random.Random(seed)
-    d = lambda n: "".join(rng.choice(string.digits) for _ in range(n))
+    def d(n: int) -> str:
+        return "".join(rng.choice(string.digits) for _ in range(n))
+
     makers = {
         "barcode_ean13_bare": lambda: f"Scan {_gs1_complete(rng.choice(['40', '50', '69', '87', '30']) + d(10))} at the till.",
         # No word around it: a 13-digit Visa is told from it only by the GS1 check digit, which one card

@@ -45,6 +45,10 @@ DOC = 100
 PARTS: dict[str, float] = {}
 
 
+
+def _top10(scores):
+    return np.argsort(-scores, kind="stable")[:10].tolist()
+
 def texts(n: int, seed: int) -> list[str]:
     """``n`` chunk texts: windows of 40-140 words over the PEPs (random words without them)."""
     rng = np.random.default_rng(seed)
@@ -199,8 +203,7 @@ def check_scores(folder: Path, n_queries: int) -> str:
         theirs.append(time.perf_counter() - t1)
         equal += bool(np.array_equal(got, want))
         worst = max(worst, float(np.max(np.abs(got - want))) if len(want) else 0.0)
-        top = lambda s: np.argsort(-s, kind="stable")[:10].tolist()
-        same_top += top(got) == top(want)
+        same_top += _top10(got) == _top10(want)
     return (f"scores vs bm25s built afresh ({rebuild:.1f} s) on {n_queries} queries (half from the changed chunks): "
             f"{equal}/{n_queries} bitwise equal, max |diff| {worst:.2e}, same top 10 in {same_top}/{n_queries}\n"
             f"query scoring, median: postings {1e3 * np.median(ours):.2f} ms, bm25s's precomputed scores "
@@ -227,7 +230,9 @@ def merge_costs(folder: Path) -> str:
 
 def breakdown(parts: dict[str, float]) -> dict[str, float]:
     """The BM25 part of a save split into its steps (each timer holds the ones it calls)."""
-    p = lambda k: parts.get(f"bm25 {k}", 0.0)
+    def p(k: str) -> float:
+        return parts.get(f"bm25 {k}", 0.0)
+
     if "bm25 sync" in parts or "bm25 load saved" in parts:  # postings: load, compare with the store, delta
         steps = {"load saved": p("load saved"), "diff + fetch texts": p("sync") - p("delta+merge"),
                  "tokenise": p("tokenise"), "delta + merge": p("delta+merge") - p("tokenise"), "write": p("write")}

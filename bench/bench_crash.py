@@ -69,13 +69,12 @@ TXN_POINT = "commit:before"
 def _serve() -> None:
     """The fork server's main loop: one JSON job per stdin line, one child per job."""
     t0 = time.perf_counter()
-    import contextkit.cli.index  # noqa: F401  (registers verify / repair)
-    import contextkit.cli  # noqa: F401
-    import contextkit.ingestion  # noqa: F401
-    from contextkit.embedders import Embedder
-
     import faiss  # noqa: F401
 
+    import contextkit.cli  # noqa: F401
+    import contextkit.cli.index  # noqa: F401  (registers verify / repair)
+    import contextkit.ingestion  # noqa: F401
+    from contextkit.embedders import Embedder
     from contextkit.index._bm25 import _bm25s
     from contextkit.tokenizers import TiktokenTokenizer
 
@@ -83,7 +82,7 @@ def _serve() -> None:
     TiktokenTokenizer("cl100k_base")  # the default chunker's tokenizer (offline, cached per process)
     backend = os.environ.get("CK_CRASH_BACKEND", "torch")
     embedder = Embedder(backend=backend)  # type: ignore[arg-type]
-    embedder.dim  # loads the weights; no inference here, so no thread pool to inherit
+    _ = embedder.dim  # loads the weights; no inference here, so no thread pool to inherit
     sys.stdout.write(json.dumps({"ready": round(time.perf_counter() - t0, 2)}) + "\n")
     sys.stdout.flush()
     for line in sys.stdin:

@@ -35,9 +35,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _synthetic import clustered  # noqa: E402
+
 from contextkit.index import Index  # noqa: E402
 from contextkit.records import Chunk  # noqa: E402
-from _synthetic import clustered  # noqa: E402
 
 DOC = 100  # chunks a document
 

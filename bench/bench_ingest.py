@@ -45,8 +45,8 @@ import json
 import shutil
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from unittest import mock
 

@@ -171,10 +171,10 @@ class Generator:
     # -------------------------------------------------------- EMAIL
     def email(self) -> tuple[str, str]:
         r = self.rng
-        f, l = r.choice(FIRST), r.choice(LAST)
+        f, last = r.choice(FIRST), r.choice(LAST)
         style = r.randrange(7)
-        local = [f"{f}.{l}", f"{f[0]}{l}", f"{f}_{l}{r.randint(1, 99)}", f"{f}+{r.choice(['news', 'work', 'x'])}",
-                 f"{l}-{f}", f"{f}{r.randint(1970, 2005)}", f"{f[0].upper()}.{l.capitalize()}"][style]
+        local = [f"{f}.{last}", f"{f[0]}{last}", f"{f}_{last}{r.randint(1, 99)}", f"{f}+{r.choice(['news', 'work', 'x'])}",
+                 f"{last}-{f}", f"{f}{r.randint(1970, 2005)}", f"{f[0].upper()}.{last.capitalize()}"][style]
         domain = r.choice(DOMAINS)
         return f"{local}@{domain}", f"email/style{style}"
 
@@ -697,7 +697,7 @@ def main(argv: list[str] | None = None) -> int:
         for f, ex in sorted(sc["misses"].items()):
             print(f"  missed {f}: {[e for e in ex[:args.show]]}")
 
-    print("\nspeed (best of %d, fresh redactor each run)" % args.repeats)
+    print(f"\nspeed (best of {args.repeats}, fresh redactor each run)")
     for name in ("carrier", "with_pii"):
         row = sp[name]
         print(f"  {name:10s} {row['mb']:.2f} MB in {row['seconds']:.3f} s = {row['mb_per_s']:.1f} MB/s")

@@ -121,7 +121,9 @@ def figures(budget_rows: list[dict[str, Any]], relevant_rows: list[dict[str, Any
     in_budget = sum(len(b["gold"] & b["docs"]) for b in on_b)
     kept = sum(len(b["gold"] & b["docs"] & r["docs"]) for b, r in zip(on_b, on_r))
     gold_total = sum(len(b["gold"]) for b in on_b)
-    mean = lambda rows: statistics.fmean(r["tokens"] for r in rows) if rows else 0.0
+    def mean(rows: list) -> float:
+        return statistics.fmean(r["tokens"] for r in rows) if rows else 0.0
+
     all_b, all_r = mean(budget_rows), mean(relevant_rows)
     return {
         "on-topic queries": len(on_b), "off-topic queries": len(off_b),

@@ -147,12 +147,12 @@ def _progress():
 
 # ----------------------------------------------------------------------- latency
 def cmd_latency(args: argparse.Namespace) -> dict[str, Any]:
+    import torch
+
     from contextkit.embedders import Embedder
     from contextkit.evaluation import evaluate, load_beir
     from contextkit.index import Index
     from contextkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever, rrf_fuse, weighted_fuse
-
-    import torch
 
     res: dict[str, Any] = {"torch_threads": torch.get_num_threads(), "cpus": os.cpu_count(), "k": args.k}
     report = evaluate(args.index, args.beir, args.split, ("dense", "bm25", "hybrid"), args.k, progress=_progress(),
@@ -468,7 +468,7 @@ def cmd_ann(args: argparse.Namespace) -> dict[str, Any]:
         res["hnsw_build_seconds"] = hnsw_s
         reached = None
         efs = list(args.ef_search)
-        for ef in _effort(efs, args.max_ef_search, lambda: reached):
+        for ef in _effort(efs, args.max_ef_search, lambda: reached):  # noqa: B023 - read late on purpose: has recall been reached yet?
             faiss.ParameterSpace().set_index_parameter(hnsw, "efSearch", ef)
             found, ms = _search(hnsw, q, k)
             r = _recall(found, truth)
@@ -491,7 +491,7 @@ def cmd_ann(args: argparse.Namespace) -> dict[str, Any]:
         res["ivf_build_seconds"], res["ivf_nlist"] = ivf_s, nlist
         reached = None
         probes = sorted({p for p in args.nprobe if p <= nlist} | {default_nprobe})
-        for nprobe in _effort(probes, nlist, lambda: reached):
+        for nprobe in _effort(probes, nlist, lambda: reached):  # noqa: B023 - read late on purpose
             faiss.ParameterSpace().set_index_parameter(ivf, "nprobe", nprobe)
             found, ms = _search(ivf, q, k)
             r = _recall(found, truth)

@@ -37,15 +37,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from pydantic import BaseModel, Field
 
-from contextkit.errors import EvaluationError
+from contextkit.core.errors import EvaluationError
 from contextkit.ingestion import IngestEvent, IngestReport
 
 if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.core.records import ScoredChunk
     from contextkit.embedders import Embedder
     from contextkit.index import Index
     from contextkit.index._bm25 import BM25Index
     from contextkit.ingestion import IngestConfig
-    from contextkit.records import ScoredChunk
 
 __all__ = [
     "DEFAULT_METRICS",
@@ -399,7 +399,7 @@ def _check_coverage(index: Index, index_dir: Path, qrels: Mapping[str, Mapping[s
 
 def _query_embedder(index: Index, index_dir: Path, embedder: Embedder | None) -> Embedder:
     """The given embedder when it is the index's model, else the index's own; its dimension checked."""
-    from contextkit.retrievers import embedder_for
+    from contextkit.embedders import embedder_for
 
     if embedder is None or embedder.model_name != index.manifest.model:
         embedder = embedder_for(index)
@@ -509,8 +509,8 @@ def collect_candidates(index: Index, embedder: Embedder, queries: Mapping[str, s
     dense = DenseRetriever(index, embedder)
     dense_lists = [dense.search_vector(embedder.embed([text])[0], depth) for text in texts]
     bm25_lists = _bm25_lists(bm25 if bm25 is not None else index.bm25, texts, depth)
-    rows = index.store.db.execute("SELECT rowid, doc_id FROM chunks")
-    return CandidateLists(qids, dense_lists, bm25_lists, {r: corpus_id(d) for r, d in rows}, depth)
+    rows = index.chunk_doc_ids()
+    return CandidateLists(qids, dense_lists, bm25_lists, {r: corpus_id(d) for r, d in rows.items()}, depth)
 
 
 def fused_rankings(c: CandidateLists, mode: str = "hybrid", *, fusion: str = "rrf", rrf_k: int = 60,
@@ -551,7 +551,7 @@ def plot_report(report: EvalReport, path: str | Path) -> Path:
     import matplotlib.pyplot as plt
 
     path = Path(path)
-    names = [m for m in ("ndcg@10", "recall@100") if report.results and m in report.results[0].metrics]
+    names: list[str] = [m for m in ("ndcg@10", "recall@100") if report.results and m in report.results[0].metrics]
     names = names or list(report.results[0].metrics)[:2]
     modes = [r.mode for r in report.results]
     x = np.arange(len(modes))

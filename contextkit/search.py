@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from contextkit.errors import SearchError
+from contextkit.core.errors import SearchError
+from contextkit.core.records import ScoredChunk
 from contextkit.index import Index, IndexFolderError
-from contextkit.records import ScoredChunk
 
 __all__ = ["SearchError", "search_index"]
 
@@ -22,10 +22,10 @@ def search_index(index_dir: str | Path, query: str, k: int = 10, mode: Mode = "h
     CLI-style ``["key=value", ...]``; ``options`` go to the retriever (``mmr``, ``min_score``...).
     The index's model is loaded once per process (a notebook or the demo asks many questions).
     """
+    from contextkit.embedders import embedder_for
     from contextkit.retrievers import (
         Filters,
         RetrievalError,
-        embedder_for,
         make_retriever,
     )
 

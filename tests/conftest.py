@@ -31,7 +31,7 @@ def embedder():
     from contextkit.embedders import Embedder
 
     emb = Embedder()
-    emb.dim  # load the model once
+    _ = emb.dim  # load the model once
     return emb
 
 

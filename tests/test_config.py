@@ -49,5 +49,5 @@ class TestConfigInCli:
         assert result.returncode == 1 and "nope.ck-index: no index here" in result.stderr  # index and budget from file
         (tmp_path / "contextkit.toml").write_text('[assemble]\nbugdet = 777\n')
         result = run("assemble", "q")
-        assert result.returncode == 2 and "unknown setting(s) in [assemble]: bugdet" in result.stderr
+        assert result.returncode == 2 and "[assemble] got an unknown option 'bugdet'; did you mean 'budget'?" in result.stderr
         assert CliRunner  # the in-process runner does not read config files: main() does

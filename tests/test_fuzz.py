@@ -26,9 +26,9 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from chunking.test_token import check_invariants
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from chunking.test_token import check_invariants
 from loaders.test_loaders import make_pdf
 
 from contextkit.assembly import BudgetError, EvidenceItem, Section, assemble
@@ -314,7 +314,9 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
     bodies = [s for s in shown if s.name not in ("evidence", "history")]
     fenced = sum(1 for s in bodies if s.role not in prose)
     assert len(h3) + fenced <= len(fences) <= len(h3) + len(bodies)
-    normalise = lambda t: t.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
+    def normalise(t: str) -> str:
+        return t.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "\ufffd")
+
     from contextkit.assembly._invisible import strip_invisible
 
     asked = strip_invisible(question or "?")[0]  # invisible characters are removed from untrusted text

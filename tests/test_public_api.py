@@ -45,3 +45,71 @@ def test_public_names_survive_importing_every_submodule():
     for name, module in contextkit._WHERE.items():
         expected = getattr(importlib.import_module(f"contextkit.{module}"), name)
         assert getattr(contextkit, name) is expected, name
+
+
+# ------------------------------------------------------------------ one list of public names
+
+import ast  # noqa: E402
+import warnings  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+LAZY_PACKAGES = ["contextkit", "contextkit.compressors", "contextkit.llm"]
+
+
+def _type_checking_names(module_name: str) -> set[str]:
+    """The names a package imports under ``if TYPE_CHECKING:`` (what type checkers see)."""
+    import importlib
+
+    path = Path(importlib.import_module(module_name).__file__)
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            for imp in ast.walk(node):
+                if isinstance(imp, ast.ImportFrom):
+                    names |= {a.asname or a.name for a in imp.names}
+    return names
+
+
+class TestOneListOfNames:
+    @pytest.mark.parametrize("package", LAZY_PACKAGES)
+    def test_all_the_table_and_the_type_checking_imports_agree(self, package):
+        import importlib
+
+        module = importlib.import_module(package)
+        exported = set(module.__all__) - {"__version__"}
+        assert module.__all__ == sorted(module.__all__)
+        assert exported == set(module._WHERE)
+        assert exported == _type_checking_names(package)
+        for name in module.__all__:  # each resolves, lazily, to the object its module defines
+            assert getattr(module, name) is not None, name
+
+    def test_names_that_say_error_are_exceptions(self):
+        # contextkit.LoadError was a dataclass: `except contextkit.LoadError:` raised TypeError.
+        import importlib
+
+        for package in LAZY_PACKAGES + ["contextkit.loaders", "contextkit.errors", "contextkit.index",
+                                        "contextkit.retrievers", "contextkit.assembly"]:
+            module = importlib.import_module(package)
+            for name in getattr(module, "__all__", []):
+                value = getattr(module, name)
+                if name.endswith(("Error", "Failure")):
+                    assert isinstance(value, type) and issubclass(value, contextkit.ContextkitError), (package, name)
+
+    def test_load_failure_is_a_contextkit_error(self):
+        from contextkit.loaders import LoadFailure, LoadIssue
+
+        assert issubclass(LoadFailure, contextkit.ContextkitError)
+        assert not issubclass(LoadIssue, BaseException)
+
+    @pytest.mark.parametrize("package", ["contextkit", "contextkit.loaders"])
+    def test_the_old_record_name_still_works_with_a_warning(self, package):
+        import importlib
+
+        module = importlib.import_module(package)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            old = module.LoadError
+        assert old is module.LoadIssue
+        assert any(issubclass(w.category, DeprecationWarning) and "LoadIssue" in str(w.message) for w in caught)

@@ -1,7 +1,7 @@
-"""Measure contextkit's architecture: import cycles, loose modules, error bases, sizes, complexity.
+"""Measure contextkit's architecture: import cycles, layers, loose modules, error bases, sizes, complexity.
 
     python tools/archcheck.py            # the whole report
-    python tools/archcheck.py --cycles   # only the cycles
+    python tools/archcheck.py --cycles   # only the cycles (of modules and of packages) and layer breaches
 
 Every import counts: module level, inside functions and under ``if TYPE_CHECKING`` (a cycle hidden in
 a function is still a cycle a reader must keep in mind). The one edge left out is a package's
@@ -119,40 +119,130 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(found)
 
 
+def package_of(module: str) -> str:
+    """The node a module counts as in the package graph: ``contextkit.index._store`` -> ``contextkit.index``.
+
+    A top-level module is its own node (``contextkit.config``), and so is the ``contextkit`` package
+    itself; a package's subpackages are part of it (``contextkit.ingestion.ray`` -> ``contextkit.ingestion``).
+    """
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]] | None = None) -> dict[str, set[str]]:
+    """The module graph collapsed to packages: ``a -> b`` when a module of ``a`` imports one of ``b``."""
+    graph = import_graph() if graph is None else graph
+    out: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        source = package_of(module)
+        out.setdefault(source, set()).update(package_of(t) for t in targets)
+    for source, targets in out.items():
+        targets.discard(source)
+    return out
+
+
+#: The packages in pipeline order, lowest first (docs/architecture.md, "Packages"). A package may import
+#: only packages of earlier layers; names in one layer may not import each other either.
+LAYERS: list[tuple[str, ...]] = [
+    ("contextkit.core",),  # the floor: imports nothing of contextkit outside itself
+    ("contextkit._version",),
+    # old homes of core modules, kept for users (contextkit's own code imports contextkit.core)
+    ("contextkit.errors", "contextkit.records", "contextkit.tokenizers", "contextkit.text", "contextkit.config"),
+    ("contextkit.loaders",),
+    ("contextkit.chunking",),
+    ("contextkit.embedders",),
+    ("contextkit.compressors",),  # text in, text out: ingestion redacts with it, assembly takes its sections
+    ("contextkit.index",),
+    ("contextkit.ingestion",),
+    ("contextkit.retrievers",),
+    ("contextkit.search",),
+    ("contextkit.assembly",),
+    ("contextkit.llm",),
+    ("contextkit.evaluation",),
+    ("contextkit.cli", "contextkit.integrations"),  # the outer layers, beside each other
+    ("contextkit", "contextkit.__main__"),
+]
+#: Imports of a later layer that are allowed, each with its reason: (module, module imported).
+LAYER_EXCEPTIONS: dict[tuple[str, str], str] = {}
+
+
+def layer_of() -> dict[str, int]:
+    return {package: i for i, layer in enumerate(LAYERS) for package in layer}
+
+
+def layer_breaches(graph: dict[str, set[str]] | None = None) -> list[tuple[str, str]]:
+    """``(module, imported module)`` for each import of a package in the same or a later layer.
+
+    A package missing from :data:`LAYERS` is reported as ``(package, "not in LAYERS")``.
+    """
+    graph = import_graph() if graph is None else graph
+    layers = layer_of()
+    found = []
+    for module, targets in sorted(graph.items()):
+        source = package_of(module)
+        if source not in layers:
+            found.append((source, "not in LAYERS"))
+            continue
+        for target in sorted(targets):
+            dest = package_of(target)
+            if dest == source or (module, target) in LAYER_EXCEPTIONS:
+                continue
+            if dest not in layers or layers[dest] >= layers[source]:
+                found.append((module, target))
+    return sorted(set(found))
+
+
 def loose_modules() -> list[str]:
     """Top-level ``contextkit/*.py`` files that count against the limit of ten."""
     return sorted(p.stem for p in PACKAGE.glob("*.py") if p.stem not in EXEMPT_LOOSE)
 
 
-def public_exceptions() -> dict[str, str]:
-    """``module.Class`` -> its first base, for every public class whose name ends in Error/Exception/Warning."""
-    found = {}
-    for name, path in all_modules().items():
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in tree.body:
-            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-                if node.name.endswith(("Error", "Exception")):
-                    found[f"{name}.{node.name}"] = ", ".join(ast.unparse(b) for b in node.bases)
-    return found
-
-
-def exceptions_without_base() -> list[str]:
-    """Public exception classes that do not derive from ``contextkit.errors.ContextkitError`` (imports them)."""
+def _public_classes() -> dict[str, object]:
+    """``module.Class`` -> the class, for every public class defined at module level (imports the modules;
+    a module whose optional dependency is absent is passed by)."""
     import importlib
 
     sys.path.insert(0, str(ROOT))
-    from contextkit.errors import ContextkitError
+    found: dict[str, object] = {}
+    for name, path in all_modules().items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and not n.name.startswith("_")]
+        if not names:
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional dependency (ray, onnxruntime) absent
+            continue
+        found.update({f"{name}.{cls}": getattr(module, cls) for cls in names if hasattr(module, cls)})
+    return found
+
+
+def public_exceptions() -> dict[str, str]:
+    """``module.Class`` -> its bases, for every public class that is an exception, found by its bases
+    (``issubclass(cls, BaseException)``), not by its name: ``LoadFailure`` counts, a record called
+    ``LoadError`` does not."""
+    return {qualified: ", ".join(b.__name__ for b in cls.__bases__)  # type: ignore[attr-defined]
+            for qualified, cls in _public_classes().items()
+            if isinstance(cls, type) and issubclass(cls, BaseException)}
+
+
+def exceptions_without_base() -> list[str]:
+    """Public exception classes that do not derive from ``contextkit.core.errors.ContextkitError``."""
+    from contextkit.core.errors import ContextkitError
 
     missing = []
     for qualified in public_exceptions():
-        module, _, cls = qualified.rpartition(".")
-        try:
-            obj = getattr(importlib.import_module(module), cls)
-        except ImportError:  # an optional dependency (ray, onnxruntime) absent
-            continue
-        if isinstance(obj, type) and issubclass(obj, BaseException) and not issubclass(obj, ContextkitError):
+        module, _, name = qualified.rpartition(".")
+        cls = getattr(sys.modules[module], name)
+        if not issubclass(cls, ContextkitError):
             missing.append(qualified)
     return missing
+
+
+def misnamed_records() -> list[str]:
+    """Public classes named like an exception (``...Error``, ``...Exception``) that are not one: ``except``
+    on them raises ``TypeError`` (``contextkit.LoadError`` was a dataclass)."""
+    return sorted(q for q, cls in _public_classes().items()
+                  if q.endswith(("Error", "Exception")) and not (isinstance(cls, type) and issubclass(cls, BaseException)))
 
 
 def sizes() -> list[tuple[int, str]]:
@@ -188,8 +278,17 @@ def main() -> int:
     print(f"modules: {len(graph)}; import cycles: {len(found)}")
     for component in found:
         print("  cycle:", " <-> ".join(component))
+    packages = package_graph(graph)
+    package_cycles = cycles(packages)
+    print(f"packages: {len(packages)}; package cycles: {len(package_cycles)}")
+    for component in package_cycles:
+        print("  cycle:", " <-> ".join(component))
+    breaches = layer_breaches(graph)
+    print(f"imports of a later layer: {len(breaches)}")
+    for module, target in breaches:
+        print(f"  {module} -> {target}")
     if args.cycles:
-        return 1 if found else 0
+        return 1 if found or package_cycles or breaches else 0
     loose = loose_modules()
     print(f"loose top-level modules: {len(loose)}: {', '.join(loose)}")
     biggest = sizes()
@@ -201,11 +300,10 @@ def main() -> int:
         print(f"  {cc:3d} {name}")
     exceptions = public_exceptions()
     print(f"public exception classes: {len(exceptions)}")
-    try:
-        missing = exceptions_without_base()
-        print(f"not derived from ContextkitError: {len(missing)}", *missing, sep="\n  ")
-    except ImportError:
-        print("contextkit.errors does not exist: no common base")
+    missing = exceptions_without_base()
+    print(f"not derived from ContextkitError: {len(missing)}", *missing, sep="\n  ")
+    misnamed = misnamed_records()
+    print(f"named like an exception but not one: {len(misnamed)}", *misnamed, sep="\n  ")
     return 0
 
 

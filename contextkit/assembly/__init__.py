@@ -7,15 +7,16 @@ from contextkit.assembly.budget import (
     assemble,
     resolve_budget,
 )
-from contextkit.assembly.profiles import (
+from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
+from contextkit.assembly.sections import ROLES, Section, SectionError
+from contextkit.core.profiles import (
     ModelProfile,
     ProfileError,
     get_profile,
     list_profiles,
     register_profile,
 )
-from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
-from contextkit.assembly.sections import ROLES, EvidenceItem, Section, SectionError
+from contextkit.core.records import EvidenceItem
 
 __all__ = [
     "ROLES", "AssemblyOptions", "AssemblyReport", "AssemblyResult", "BudgetError", "EvidenceItem", "ItemReport",

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextkit.assembly._prune import head_and_tail, prune_to_fit
-from contextkit.assembly.passages import Deduplicator
 from contextkit.assembly.render import Renderer, cut_inside
 from contextkit.assembly.sections import Section
-from contextkit.text import truncate_at_sentence
-from contextkit.tokenizers import Tokenizer
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
+from contextkit.core.text import Deduplicator, truncate_at_sentence
+from contextkit.core.tokenizers import Tokenizer
 
 __all__ = ["Block", "SectionFill"]
 
@@ -57,6 +57,11 @@ class _Entry:
             self._body = self.escape(self.raw)
         return self._body
 
+    @property
+    def current(self) -> str:
+        """The body as it is rendered now: the cut one when truncated."""
+        return self.shown if self.status == "truncated" and self.shown is not None else self.body
+
 
 @dataclass
 class SectionFill:
@@ -83,8 +88,21 @@ class SectionFill:
         """Our own instructions, trusted: Markdown writes them as prose, not fenced like untrusted text."""
         return self.section.role in ("key_instructions", "system", "task", "reminder")
 
+    @property
+    def tag(self) -> str:
+        """The section's XML tag (``Section.__post_init__`` sets one when none is given)."""
+        tag = self.section.tag
+        assert tag is not None
+        return tag
+
     def count(self, text: str) -> int:
         return self.tokenizer.count(text)
+
+    def body_tokens(self, e: _Entry) -> int:
+        """The estimate of ``e``'s whole body (counted once)."""
+        if e.body_tokens is None:
+            e.body_tokens = self.count(e.body)
+        return e.body_tokens
 
     def entry_block(self, e: _Entry, body: str) -> str:
         attrs = {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
@@ -94,17 +112,12 @@ class SectionFill:
 
     def entry_estimate(self, e: _Entry, body: str | None = None) -> int:
         """Tags counted with their attributes, plus the body's count."""
-        if body is None:
-            if e.body_tokens is None:
-                e.body_tokens = self.count(e.body)
-            body_tokens = e.body_tokens
-        else:
-            body_tokens = self.count(body)
+        body_tokens = self.body_tokens(e) if body is None else self.count(body)
         return self.count(self.entry_block(e, "")) + body_tokens
 
     def frame(self) -> tuple[str, str]:
         s = self.section
-        return self.renderer.open(s.tag, s.name, s.attributes), self.renderer.close(s.tag)
+        return self.renderer.open(self.tag, s.name, s.attributes), self.renderer.close(self.tag)
 
     def frame_tokens(self) -> int:
         head, tail = self.frame()
@@ -112,7 +125,7 @@ class SectionFill:
 
     def full_estimate(self) -> int:
         if self.body is not None:
-            return self.count(self.renderer.text_block(self.section.tag, self.section.name, self.body,
+            return self.count(self.renderer.text_block(self.tag, self.section.name, self.body,
                                                          self.section.attributes, self.prose))
         live = [e for e in self.entries if e.status == "pending"]
         return self.frame_tokens() + sum(self.entry_estimate(e) for e in live) if live else 0
@@ -150,7 +163,7 @@ class SectionFill:
     def fill(self, cap: int, dedup: Deduplicator | None = None) -> int:
         """Spend at most about ``cap`` tokens; returns the estimate spent."""
         if self.body is not None:
-            return self._fill_text(cap)
+            return self._fill_text(self.body, cap)
         if self.section.messages is not None and self.summarizer is not None:
             return self._fill_history(cap)
         frame = self.frame_tokens()
@@ -174,7 +187,7 @@ class SectionFill:
                 room -= need
                 continue
             full = True
-            if self.section.messages is None and self._cut(e, room - (need - e.body_tokens) - 1):
+            if self.section.messages is None and self._cut(e, room - (need - self.body_tokens(e)) - 1):
                 room -= self.entry_estimate(e, e.shown)
                 continue
             e.status, e.reason = "dropped", "budget"
@@ -218,7 +231,7 @@ class SectionFill:
             self._entry_blocks()
             return sum(b.tokens for b in self.blocks)
         cfg = getattr(self.summarizer, "config", None)
-        reserve = min(getattr(cfg, "summary_max_tokens", 512), room // 2)
+        reserve = min(getattr(cfg, "summary_max_tokens", DEFAULT_SUMMARY_MAX_TOKENS), room // 2)
         older, left = self._take_newest(live, room - reserve)
         marker = _Entry(id=f"{self.section.name}-summary", raw="", escape=self.renderer.body,
                         attrs={"turns": str(len(older))}, body_tokens=0, role="summary")
@@ -252,7 +265,7 @@ class SectionFill:
     def _summary(self, older: list[_Entry], budget: int) -> str | None:
         """The summarizer's summary of ``older`` that fits ``budget`` tokens once escaped (its report
         kept in :attr:`compression`); None when there is no room for one or it came back empty."""
-        from contextkit.records import Message
+        from contextkit.core.records import Message
 
         messages = [Message(e.role or "user", e.raw, id=e.id) for e in older]
         result = None
@@ -281,14 +294,14 @@ class SectionFill:
         """A rendered body cut at a sentence end within ``max_tokens`` (inside its CDATA section, if any)."""
         return cut_inside(body, max_tokens, lambda t, n: truncate_at_sentence(t, n, self.tokenizer), self.count)
 
-    def _fill_text(self, cap: int) -> int:
+    def _fill_text(self, body: str, cap: int) -> int:
         overhead = self.frame_tokens() + 2
-        full = self.count(self.body)
+        full = self.count(body)
         if full + overhead <= cap:
-            self._text_blocks(self.body)
+            self._text_blocks(body)
             self.status = "included"
         else:
-            shown = self.cut_text(self.body, cap - overhead)
+            shown = self.cut_text(body, cap - overhead)
             if not shown:
                 self.status, self.reason, self.blocks = "dropped", "budget", []
                 return 0
@@ -299,7 +312,7 @@ class SectionFill:
     # -------------------------------------------------------------- blocks
     def _text_blocks(self, body: str) -> None:
         s = self.section
-        text = self.renderer.text_block(s.tag, s.name, body, s.attributes, self.prose)
+        text = self.renderer.text_block(self.tag, s.name, body, s.attributes, self.prose)
         self.blocks = [Block(text, self.count(text), exact=True)]
 
     def _entry_blocks(self) -> None:
@@ -309,7 +322,7 @@ class SectionFill:
         taken = [i for i, e in enumerate(self.entries) if e.status in ("included", "truncated")]
         for i in self.orderer(taken) if self.orderer else taken:
             e = self.entries[i]
-            body = e.shown if e.status == "truncated" else e.body
+            body = e.current
             if e.counted is not None and e.counted[2] is body:  # unchanged since it was rendered and counted
                 blocks.append(Block(e.counted[0], e.counted[1], exact=True, item=i))
             else:

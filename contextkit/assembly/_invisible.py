@@ -16,7 +16,7 @@ import re
 from dataclasses import replace as copy_with
 
 from contextkit.assembly.sections import Section
-from contextkit.records import Message
+from contextkit.core.records import Message
 
 __all__ = ["strip_invisible", "without_invisible"]
 
@@ -70,7 +70,8 @@ def without_invisible(section: Section) -> tuple[Section, int]:
             else:
                 moved = text != item.text  # offsets and stored counts no longer fit the text
                 items.append(copy_with(item, text=text, id=ident, source=source,
-                                       **({"token_count": None, "start": None, "end": None} if moved else {})))
+                                       token_count=None if moved else item.token_count,
+                                       start=None if moved else item.start, end=None if moved else item.end))
         return (copy_with(section, items=items), total) if total else (section, 0)
     if section.messages is not None:
         msgs = [Message(m.role, clean(m.content), m.timestamp, m.id) for m in section.messages]

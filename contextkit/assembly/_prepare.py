@@ -16,9 +16,9 @@ from contextkit.assembly._fill import SectionFill, _Entry
 from contextkit.assembly.passages import EvidenceOrder, merge_overlapping, order_items
 from contextkit.assembly.relevance import FillMode, gate
 from contextkit.assembly.render import Renderer
-from contextkit.assembly.sections import EvidenceItem, Section
-from contextkit.records import Message
-from contextkit.tokenizers import Tokenizer
+from contextkit.assembly.sections import Section
+from contextkit.core.records import EvidenceItem, Message
+from contextkit.core.tokenizers import Tokenizer
 
 __all__ = ["prepare", "redacted"]
 
@@ -112,9 +112,9 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
         by_id = {it.id: it for it in items}
         early += [(by_id[a], "merged", None, f"merged into {into}") for a, into in absorbed.items()]
     kept.sort(key=lambda it: (-(it.score if it.score is not None else float("-inf")), it.id))
-    for item, status, reason, detail in early:
+    for item, status, why, detail in early:
         fill.entries.append(_Entry(id=item.id, raw="", escape=renderer.body, attrs={}, body_tokens=0,
-                                   source=item.source, score=item.score, status=status, reason=reason,
+                                   source=item.source, score=item.score, status=status, reason=why,
                                    detail=detail))
     counts = {it.id: it.token_count for it in items if it.tokenizer == fill.tokenizer.name
               and it.token_count is not None}
@@ -153,7 +153,7 @@ def _attributes(item: EvidenceItem) -> dict[str, str]:
     return attrs
 
 
-def _estimate(item: EvidenceItem, escapes: bool, counts: dict[str, int | None],
+def _estimate(item: EvidenceItem, escapes: bool, counts: dict[str, int],
               parts: dict[str, EvidenceItem] | None) -> int | None:
     """A token estimate from stored chunk counts, so choosing costs no tokenizer pass.
 

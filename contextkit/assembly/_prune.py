@@ -16,8 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from contextkit.text import split_sentences
-from contextkit.tokenizers import Tokenizer
+from contextkit.core.text import split_sentences
+from contextkit.core.tokenizers import Tokenizer
 
 __all__ = ["GAP", "head_and_tail", "prune_to_fit", "terms"]
 

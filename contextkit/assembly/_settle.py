@@ -9,9 +9,9 @@ to take more (:func:`grow`). The budget is never exceeded.
 from __future__ import annotations
 
 from contextkit.assembly._fill import SectionFill, _Entry
-from contextkit.assembly.passages import Deduplicator
-from contextkit.errors import BudgetError
-from contextkit.tokenizers import Tokenizer
+from contextkit.core.errors import BudgetError
+from contextkit.core.text import Deduplicator
+from contextkit.core.tokenizers import Tokenizer
 
 __all__ = ["FILL_TARGET", "settle", "share_out"]
 
@@ -21,7 +21,7 @@ FILL_TARGET = 0.99
 # ------------------------------------------------------------------ sharing
 def share_out(flexible: list[SectionFill], limit: int, room: int, dedup: Deduplicator | None) -> None:
     """Minimum shares set aside first, then priority order, each up to its maximum share."""
-    reserve = {}
+    reserve: dict[str, int] = {}
     for f in flexible:
         if f.section.min_share:
             want = min(int(f.section.min_share * limit), f.full_estimate())
@@ -83,7 +83,7 @@ def _giving_order(flexible: list[SectionFill], limit: int) -> list[SectionFill]:
 def shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
     """Give back at least ``excess`` tokens; False when this section has nothing to give."""
     if f.body is not None:
-        return _shrink_text(f, excess, whole)
+        return _shrink_text(f, f.body, excess, whole)
     taken = [e for e in f.entries if e.status in ("included", "truncated")]
     if not taken:
         return False
@@ -95,13 +95,13 @@ def shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
     return True
 
 
-def _shrink_text(f: SectionFill, excess: int, whole: bool) -> bool:
+def _shrink_text(f: SectionFill, body: str, excess: int, whole: bool) -> bool:
     """A text section is cut at a sentence end, or dropped when no cut is short enough (or ``whole``)."""
     if f.status == "dropped" or not f.blocks:
         return False
-    current = f.shown if f.shown is not None else f.body
+    current = f.shown if f.shown is not None else body
     body_tokens = f.count(current)
-    source = f.body if f.section.role == "tool_result" else current  # head and tail are cut from the whole
+    source = body if f.section.role == "tool_result" else current  # head and tail are cut from the whole
     shown = None if whole else f.cut_text(source, body_tokens - excess - 2)
     if shown and shown != current:
         f.shown, f.status, f.reason = shown, "truncated", "budget"
@@ -120,7 +120,7 @@ def _weakest_first(f: SectionFill, taken: list[_Entry]) -> list[_Entry]:
 
 def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
     """Drop ``e`` when the excess is at least its size, else cut it at a sentence end; the excess left."""
-    current = e.shown if e.status == "truncated" else e.body
+    current = e.current
     size = e.counted[1] if e.counted is not None and e.counted[2] is current else f.entry_estimate(e, current)
     shown = None
     if f.section.messages is None and not whole and size > excess:
@@ -135,7 +135,7 @@ def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
 def grow(f: SectionFill, room: int) -> bool:
     """Use ``room`` more tokens on the section's cut item; False when it cannot."""
     if f.body is not None:
-        return _grow_text(f, room)
+        return _grow_text(f, f.body, room)
     if f.section.messages is not None:
         return False
     cut = next((e for e in f.entries if e.status == "truncated"), None)
@@ -145,8 +145,8 @@ def grow(f: SectionFill, room: int) -> bool:
             return False
         shown = f.truncate(cut.body, room - f.entry_estimate(cut, "") - 2)
     else:
-        shown = f.truncate(cut.body, f.count(cut.shown) + room - 2)
-        if shown and len(shown) <= len(cut.shown):
+        shown = f.truncate(cut.body, f.count(cut.current) + room - 2)
+        if shown and len(shown) <= len(cut.current):
             return False
     if not shown:
         return False
@@ -155,14 +155,14 @@ def grow(f: SectionFill, room: int) -> bool:
     return True
 
 
-def _grow_text(f: SectionFill, room: int) -> bool:
-    if f.status != "truncated":
+def _grow_text(f: SectionFill, body: str, room: int) -> bool:
+    if f.status != "truncated" or f.shown is None:
         return False
-    shown = f.cut_text(f.body, f.count(f.shown) + room - 2)
+    shown = f.cut_text(body, f.count(f.shown) + room - 2)
     if not shown or len(shown) <= len(f.shown):
         return False
     f.shown = shown
-    if shown == f.body:
+    if shown == body:
         f.shown, f.status, f.reason = None, "included", None
     f._text_blocks(shown)
     return True

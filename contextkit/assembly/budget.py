@@ -30,7 +30,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from contextkit.assembly._fill import SectionFill
 from contextkit.assembly._invisible import without_invisible
@@ -45,15 +45,18 @@ from contextkit.assembly.messages import (
     chat_reserve,
     count_messages,
 )
-from contextkit.assembly.passages import Deduplicator, EvidenceOrder
-from contextkit.assembly.profiles import ModelProfile, get_profile
+from contextkit.assembly.passages import EvidenceOrder
 from contextkit.assembly.relevance import FillMode
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
 from contextkit.assembly.sections import Section, SectionError
-from contextkit.errors import BudgetError
-from contextkit.llm.telemetry import assembly_figures, traced
-from contextkit.tokenizers import Tokenizer, get_tokenizer
+from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.errors import BudgetError
+from contextkit.core.profiles import ModelProfile, get_profile
+from contextkit.core.settings import Settings, check_options
+from contextkit.core.telemetry import assembly_figures, traced
+from contextkit.core.text import Deduplicator
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["AssemblyOptions", "AssemblyResult", "BudgetError", "assemble", "resolve_budget"]
 
@@ -87,7 +90,7 @@ class AssemblyResult(_Result):
         return count_messages(self._chat, style, tok)
 
 
-class AssemblyOptions(BaseModel):
+class AssemblyOptions(Settings):
     """How :func:`assemble` renders and chooses: each field is one of its keywords, with its default.
 
     Declared here once: :func:`assemble` takes them as keywords (or one record as
@@ -100,7 +103,7 @@ class AssemblyOptions(BaseModel):
 
     format: Literal["xml", "markdown"] = "xml"
     tokenizer: str | Tokenizer | None = Field(default=None, description="default: the profile's, else cl100k_base")
-    evidence_order: EvidenceOrder = "lost_in_the_middle"
+    evidence_order: EvidenceOrder = Field(default="lost_in_the_middle", json_schema_extra={"aliases": {"order": 1}})
     restate_instructions: bool = True
     restate_tag: str = "reminder"
     merge_passages: bool = True
@@ -146,7 +149,7 @@ def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer 
         limit = profile.prompt_budget
     if limit <= 0:
         raise BudgetError(f"the budget must be a positive number of tokens, not {limit}")
-    name = tokenizer if tokenizer is not None else profile.tokenizer if profile else "cl100k_base"
+    name = tokenizer if tokenizer is not None else profile.tokenizer if profile else DEFAULT_TOKENIZER
     return limit, profile, get_tokenizer(name)
 
 
@@ -213,10 +216,9 @@ _with_option_keywords(assemble)
 
 
 def _options(options: AssemblyOptions | None, overrides: dict[str, Any]) -> AssemblyOptions:
-    """The record with the keywords applied; an unknown keyword is a ``TypeError``, as for any function."""
-    unknown = sorted(set(overrides) - set(AssemblyOptions.model_fields))
-    if unknown:
-        raise TypeError(f"assemble() got an unexpected keyword argument {unknown[0]!r}")
+    """The record with the keywords applied; an unknown keyword is an :class:`UnknownOptionError`
+    (still a ``TypeError``, as for any function)."""
+    check_options("assemble()", overrides, AssemblyOptions.model_fields)
     base = options if options is not None else _DEFAULTS
     return base.model_copy(update=overrides) if overrides else base
 
@@ -240,10 +242,11 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
              for i in order]
     if fills:
         fills[0].invisible_removed = removed  # for the report
-    keys = [f for f in fills if f.section.role == "key_instructions" and f.body]
+    keys = [f.section.content for f in fills  # a fill has a body only when its section has content
+            if f.section.role == "key_instructions" and f.body and f.section.content is not None]
     if opts.restate_instructions and keys:
         fills.append(prepare(Section(name="reminder", role="reminder", pinned=True, tag=opts.restate_tag,
-                                     content="\n\n".join(f.section.content for f in keys)),
+                                     content="\n\n".join(keys)),
                              renderer, tok, None, False, opts.evidence_order))
     return fills
 
@@ -266,10 +269,16 @@ def _spend(fills: list[SectionFill], limit: int, opts: AssemblyOptions) -> list[
         raise BudgetError(f"the pinned sections need {sum(needed.values()):,} tokens ({detail}) but the budget "
                           f"is {limit:,}: over by {sum(needed.values()) - limit:,}")
     flexible = sorted((f for f in fills if not f.section.pinned),
-                      key=lambda f: (-f.section.priority, f.section.layout_rank, f.section.name))
+                      key=lambda f: (-_priority(f.section), f.section.layout_rank, f.section.name))
     share_out(flexible, limit, limit - sum(needed.values()),
               Deduplicator(opts.near_duplicate_threshold) if opts.merge_passages else None)
     return flexible
+
+
+def _priority(section: Section) -> int:
+    """The section's priority (``Section.__post_init__`` sets one when none is given)."""
+    assert section.priority is not None
+    return section.priority
 
 
 # ------------------------------------------------------------------- report
@@ -296,7 +305,8 @@ def _sha256(block_lists: Iterable[Any]) -> str:
 
 def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profile: ModelProfile | None,
             tok: Tokenizer, opts: AssemblyOptions, notes: list[str], started: float) -> AssemblyReport:
-    sections, items = [], []
+    sections: list[SectionReport] = []
+    items: list[ItemReport] = []
     relevance = next((f.relevance for f in fills if f.relevance is not None), None)
     if relevance is not None and relevance.message:
         notes.append(relevance.message)
@@ -346,12 +356,14 @@ def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport
         items.append(_item_report(
             id=e.id, section=s.name, source=e.source, score=e.score, status=status, reason=e.reason,
             detail=e.detail, tokens=block_tokens.get(i, 0), text=text))
-    status = f.status if f.status != "pending" else "included"
-    if f.entries and counts["truncated"]:
-        status = "truncated"
+    # f.status is "pending", "included", "truncated" or "dropped"; pending reports as included
+    section_status: Literal["included", "truncated", "dropped"] = (
+        "truncated" if f.status == "truncated" or (f.entries and counts["truncated"])
+        else "dropped" if f.status == "dropped" else "included")
+    assert s.pinned is not None  # Section.__post_init__ sets it when none is given
     return SectionReport(
-        name=s.name, role=s.role, tag=s.tag, priority=s.priority, pinned=s.pinned, min_share=s.min_share,
+        name=s.name, role=s.role, tag=f.tag, priority=_priority(s), pinned=s.pinned, min_share=s.min_share,
         max_share=s.max_share,
-        tokens=sum(b.tokens for b in f.blocks), start=start, end=end, status=status, reason=f.reason,
+        tokens=sum(b.tokens for b in f.blocks), start=start, end=end, status=section_status, reason=f.reason,
         items_included=counts["included"], items_truncated=counts["truncated"],
         items_dropped=counts["dropped"] + counts["summarized"])

@@ -12,13 +12,14 @@ import math
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import Field
 
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
-from contextkit.assembly.profiles import ModelProfile
-from contextkit.assembly.sections import EvidenceItem, Section, SectionError
-from contextkit.errors import HistoryFileError, InvalidArgumentError
-from contextkit.records import Message
+from contextkit.assembly.sections import Section, SectionError, _message
+from contextkit.core.config import DEFAULT_CHUNK_SIZE, DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
+from contextkit.core.errors import HistoryFileError, InvalidArgumentError
+from contextkit.core.profiles import ModelProfile
+from contextkit.core.records import EvidenceItem, Message
 
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
 
@@ -31,9 +32,10 @@ class AssemblerConfig(AssemblyOptions):
     keywords, a config is validated: it is what constructors, overrides and files give.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    section = "assemble"
 
-    budget: int | str | None = Field(default=None, description="tokens, or a model profile name")
+    budget: int | str | None = Field(default=None, description="tokens, or a model profile name",
+                                     json_schema_extra={"aliases": {"model": 1}})
     # Names, not objects: ``to_dict`` stores the config (assemble() itself also takes a Tokenizer or a Path).
     tokenizer: str | None = Field(default=None, description="default: the profile's, else cl100k_base")
     audit_log: str | None = None
@@ -50,7 +52,9 @@ class AssemblerConfig(AssemblyOptions):
         default=0.15, ge=0.0, le=1.0, description="share of the budget kept for the history's recent turns and "
         "summary; evidence for the question (priority 75) comes ahead of the rest of the history (70)")
     summarize_history: bool = Field(default=True, description="condense turns that do not fit (else drop them)")
-    summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the history summary")
+    summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, ge=16,
+                                    description="hard cap on the history summary",
+                                    json_schema_extra={"aliases": {"summary_tokens": 1}})
 
 
 class ContextAssembler:
@@ -65,7 +69,7 @@ class ContextAssembler:
                  index: Any = None, history_summarizer: Any = None, redactor: Any = None,
                  evidence_compressor: Any = None, **options: Any) -> None:
         self.profile = budget if isinstance(budget, ModelProfile) else None
-        self.config = AssemblerConfig(budget=None if self.profile else budget, **options)
+        self.config = AssemblerConfig(budget=None if isinstance(budget, ModelProfile) else budget, **options)
         self._retriever = retriever
         self._index = index
         self._owned_index: Any = None
@@ -123,7 +127,9 @@ class ContextAssembler:
             parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share))
         parts += _tool_sections(tool_results or [])
         if history:
-            parts.append(Section("history", role="history", messages=list(history),
+            # coerced as Section would (same errors), so that its messages are Messages
+            messages = [m if isinstance(m, Message) else _message(m, i) for i, m in enumerate(history)]
+            parts.append(Section("history", role="history", messages=messages,
                                  min_share=config.history_min_share))
         if query is not None:
             parts.append(Section("question", role="question", content=query))
@@ -163,7 +169,7 @@ class ContextAssembler:
             # The retriever's embedder when it has one: one model in memory, its query cache shared.
             embedder = getattr(retriever, "embedder", None)
             self.evidence_compressor = EvidenceCompressor(embedder=embedder, tokenizer=self.config.tokenizer or
-                                                          "cl100k_base")
+                                                          DEFAULT_TOKENIZER)
         return self.evidence_compressor
 
     def _summarizer(self, config: AssemblerConfig) -> Any:
@@ -183,7 +189,7 @@ class ContextAssembler:
             from contextkit.assembly.budget import resolve_budget
 
             limit = resolve_budget(budget, self.config.tokenizer)[0]
-            size = int(index.manifest.chunker.get("chunk_size") or 256)
+            size = int(index.manifest.chunker.get("chunk_size") or DEFAULT_CHUNK_SIZE)
             k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size)))
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
         hits = retriever.retrieve(query, k, filters)
@@ -194,23 +200,17 @@ class ContextAssembler:
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **kwargs: Any) -> ContextAssembler:
-        """From the ``[assemble]`` table of ``contextkit.toml`` (and its top-level ``index``)."""
-        from contextkit.config import load_config
+        """From the ``[assemble]`` table of ``contextkit.toml`` (and its top-level ``index``), read by
+        :meth:`AssemblerConfig.options_from_table` as the CLI reads it; ``kwargs`` win."""
+        from contextkit.core.config import load_config
 
         config = load_config(path)
-        table = dict(config.get("assemble", {}))
-        renames = {"order": "evidence_order", "summary_tokens": "summary_max_tokens"}
-        table = {renames.get(k, k): v for k, v in table.items()}
-        budget = table.pop("budget", None) or table.pop("model", None)
-        table.pop("model", None)
-        index = table.pop("index", None) or config.get("index")
-        for cli_only in ("out_file", "report_file", "report_html", "quiet", "as_json", "filter_", "instructions",
-                         "history", "require_evidence", "messages", "messages_file", "messages_style", "tool_output"):
-            table.pop(cli_only, None)
-        options = {**table, **kwargs}
+        table = config.get("assemble", {})
+        options = {**AssemblerConfig.options_from_table(table), **kwargs}
+        index = table.get("index") or config.get("index")
         if index is not None and "retriever" not in options:
             options.setdefault("index", index)
-        return cls(options.pop("budget", budget), **options)
+        return cls(options.pop("budget", None), **options)
 
     # --------------------------------------------------------- persistence
     def to_dict(self) -> dict[str, Any]:

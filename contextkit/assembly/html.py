@@ -115,6 +115,6 @@ tokenizer {html.escape(report.tokenizer)}{'' if report.exact_tokenizer else ' (a
 
 def write_html(path: str | Path, prompt: str, report: AssemblyReport, title: str = "contextkit assembly") -> Path:
     """Write the page atomically (a temporary file, then a rename)."""
-    from contextkit._atomic import write_text_atomic
+    from contextkit.core.atomic import write_text_atomic
 
     return write_text_atomic(path, render_html(prompt, report, title))

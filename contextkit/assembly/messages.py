@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
 
 __all__ = ["OVERHEAD", "ChatParts", "ChatStyle", "build_messages", "chat_reserve", "count_messages"]
 

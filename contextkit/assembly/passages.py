@@ -10,13 +10,13 @@ their sentence sets at or above a threshold) are dropped, and reported.
 
 from __future__ import annotations
 
-import hashlib
-from collections import Counter, defaultdict
+from collections import defaultdict
 from dataclasses import replace
 from typing import Literal
 
-from contextkit.assembly.sections import EvidenceItem
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import EvidenceItem
+from contextkit.core.text import Deduplicator, normalise_text, sentence_set
 
 __all__ = ["Deduplicator", "merge_overlapping", "normalise_text", "order_items", "sentence_set"]
 
@@ -50,9 +50,11 @@ def merge_overlapping(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], di
         for nxt in group[1:]:
             if any(nxt.id == p.id for p in parts):  # the same passage twice: the caller reports it
                 continue
-            if nxt.start <= current.end and _agree(current, nxt):
-                if nxt.end > current.end:
-                    current = replace(current, text=current.text + nxt.text[current.end - nxt.start:], end=nxt.end,
+            cur_end = _span(current)[1]
+            nxt_start, nxt_end = _span(nxt)
+            if nxt_start <= cur_end and _agree(current, nxt):
+                if nxt_end > cur_end:
+                    current = replace(current, text=current.text + nxt.text[cur_end - nxt_start:], end=nxt_end,
                                       token_count=None)
                 parts.append(nxt)
                 continue
@@ -62,9 +64,17 @@ def merge_overlapping(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], di
     return out, absorbed
 
 
+def _span(item: EvidenceItem) -> tuple[int, int]:
+    """``(start, end)`` of a passage that merge_overlapping grouped (it groups only passages with both)."""
+    assert item.start is not None and item.end is not None
+    return item.start, item.end
+
+
 def _agree(a: EvidenceItem, b: EvidenceItem) -> bool:
-    lo, hi = b.start, min(a.end, b.end)
-    return a.text[lo - a.start: hi - a.start] == b.text[: hi - lo]
+    a_start, a_end = _span(a)
+    b_start, b_end = _span(b)
+    lo, hi = b_start, min(a_end, b_end)
+    return a.text[lo - a_start: hi - a_start] == b.text[: hi - lo]
 
 
 def _finish(item: EvidenceItem, parts: list[EvidenceItem], absorbed: dict[str, str]) -> EvidenceItem:
@@ -100,62 +110,3 @@ def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_mi
 
 def _rank_key(item: EvidenceItem) -> tuple[float, str]:
     return (-(item.score if item.score is not None else float("-inf")), item.id)
-
-
-# ------------------------------------------------------------------ duplicates
-_MIN_SENTENCE = 16  # characters; shorter pieces ("Yes.", "1.") say nothing about duplication
-
-
-def normalise_text(text: str) -> str:
-    """Case-folded, white space collapsed: the form duplicates are compared in."""
-    return " ".join(text.casefold().split())
-
-
-def sentence_set(normalised: str) -> set[int]:
-    """Hashes of the text's sentences (normalised): the unit of near-duplicate detection."""
-    pieces = normalised.replace("? ", ". ").replace("! ", ". ").replace("; ", ". ").split(". ")
-    return {hash(piece.rstrip(".!?;")) for piece in pieces if len(piece) >= _MIN_SENTENCE}
-
-
-class Deduplicator:
-    """Remembers accepted passages; says whether a new one repeats one of them.
-
-    Exact: the same text up to case and white space. Near: at least
-    ``near_threshold`` Jaccard similarity of their sets of sentences (so a copy
-    with a changed title, a reflowed paragraph or an extra line is caught, while
-    two passages that share a stock sentence are not), or at least
-    ``containment`` of the new passage's sentences inside one kept passage (a
-    chunk of a mirrored copy that a longer merged passage already holds). Sentences are cheap to
-    hash: checking a million tokens of evidence costs tens of milliseconds.
-    """
-
-    def __init__(self, near_threshold: float | None = 0.8, containment: float | None = 0.9) -> None:
-        self.near_threshold = near_threshold
-        self.containment = containment
-        self._exact: dict[bytes, str] = {}
-        self._postings: dict[int, list[int]] = defaultdict(list)
-        self._sizes: list[int] = []
-        self._ids: list[str] = []
-
-    def check(self, item_id: str, text: str) -> tuple[str, str] | None:
-        """``("duplicate" | "near_duplicate", id of the kept passage)`` or None; accepts it when None."""
-        normalised = normalise_text(text)
-        key = hashlib.blake2b(normalised.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-        if key in self._exact:
-            return "duplicate", self._exact[key]
-        sentences = sentence_set(normalised) if self.near_threshold is not None else set()
-        if len(sentences) >= 3:
-            shared = Counter(j for h in sentences for j in self._postings.get(h, ()))
-            for j, common in shared.most_common(3):
-                if common / (len(sentences) + self._sizes[j] - common) >= self.near_threshold:
-                    return "near_duplicate", self._ids[j]
-                if self.containment is not None and common / len(sentences) >= self.containment:
-                    return "near_duplicate", self._ids[j]  # nearly all of it is inside a kept passage
-        self._exact[key] = item_id
-        if len(sentences) >= 3:
-            j = len(self._ids)
-            for h in sentences:
-                self._postings[h].append(j)
-            self._sizes.append(len(sentences))
-            self._ids.append(item_id)
-        return None

@@ -1,104 +1,13 @@
-"""Model profiles: a context window, the tokens kept for the answer, a tokenizer, a price.
+"""Model profiles: moved to :mod:`contextkit.core.profiles`; this name stays for users.
 
-Why profiles: a budget is only exact if it is counted with the model's own
-tokenizer and leaves room for the answer. OpenAI models use public tiktoken
-encodings, so their counts are exact. Anthropic, Google and Meta do not publish
-an offline tokenizer for their hosted models; their profiles count with
-``o200k_base`` or ``cl100k_base`` and say so (``exact_tokenizer=False``): such a
-count is an estimate of the provider's, typically within 10-20%, so those
-profiles also keep a larger share of the window in reserve.
-
-Prices are the providers' published list prices in US dollars per million
-input tokens as we last knew them (for long-context tiers, the long-prompt
-price). They change often and are not checked at run time (no network): set your
-own with ``register_profile(..., replace=True)`` when cost matters.
+The name is the same module object (``sys.modules``), so its names, its private helpers and
+anything patched on it are the floor's own. contextkit's code imports ``contextkit.core.profiles``.
 """
 
-from __future__ import annotations
+import sys
 
-from pydantic import BaseModel, Field, model_validator
+from contextkit.core import profiles as _floor
+from contextkit.core.profiles import *  # noqa: F403 - the names, for type checkers and IDEs
+from contextkit.core.profiles import __all__  # noqa: F401
 
-from contextkit.errors import InvalidArgumentError, ProfileError
-
-__all__ = ["ModelProfile", "ProfileError", "get_profile", "list_profiles", "register_profile"]
-
-
-class ModelProfile(BaseModel):
-    """What the assembler needs to know about a model."""
-
-    name: str
-    context_window: int = Field(gt=0, description="tokens the model reads, prompt and answer together")
-    reserved_output: int = Field(ge=0, description="tokens kept free for the answer")
-    tokenizer: str = Field(default="cl100k_base", description="tiktoken encoding or Hugging Face tokenizer")
-    exact_tokenizer: bool = Field(default=True, description="False when the tokenizer only approximates the model's")
-    safety_margin: float = Field(default=0.0, ge=0, lt=0.5,
-                                 description="share of the prompt budget left unused when the count is an estimate")
-    input_price_per_million: float | None = Field(default=None, ge=0, description="USD per 1M input tokens")
-
-    @model_validator(mode="after")
-    def _fits(self) -> ModelProfile:
-        if self.reserved_output >= self.context_window:
-            raise InvalidArgumentError(f"{self.name}: reserved_output {self.reserved_output} leaves no room in "
-                             f"a {self.context_window}-token window")
-        return self
-
-    @property
-    def prompt_budget(self) -> int:
-        """Tokens the prompt may use: the window, less the answer, less the safety margin."""
-        room = self.context_window - self.reserved_output
-        return int(room * (1.0 - self.safety_margin))
-
-    def cost(self, tokens: int) -> float | None:
-        """Estimated input cost in USD, or None without a price."""
-        if self.input_price_per_million is None:
-            return None
-        return tokens * self.input_price_per_million / 1_000_000
-
-
-def _approx(name: str, window: int, output: int, price: float | None, tokenizer: str = "o200k_base") -> ModelProfile:
-    return ModelProfile(name=name, context_window=window, reserved_output=output, tokenizer=tokenizer,
-                        exact_tokenizer=False, safety_margin=0.1, input_price_per_million=price)
-
-
-_BUILTIN = [
-    ModelProfile(name="gpt-4o", context_window=128_000, reserved_output=16_384, tokenizer="o200k_base",
-                 input_price_per_million=2.50),
-    ModelProfile(name="gpt-4o-mini", context_window=128_000, reserved_output=16_384, tokenizer="o200k_base",
-                 input_price_per_million=0.15),
-    ModelProfile(name="gpt-4-turbo", context_window=128_000, reserved_output=4_096, tokenizer="cl100k_base",
-                 input_price_per_million=10.00),
-    ModelProfile(name="gpt-4.1", context_window=1_047_576, reserved_output=32_768, tokenizer="o200k_base",
-                 input_price_per_million=2.00),
-    ModelProfile(name="gpt-4.1-mini", context_window=1_047_576, reserved_output=32_768, tokenizer="o200k_base",
-                 input_price_per_million=0.40),
-    _approx("claude-sonnet-4", 200_000, 16_000, 3.00),
-    _approx("claude-sonnet-4-1m", 1_000_000, 32_000, 6.00),
-    _approx("claude-haiku-3.5", 200_000, 8_192, 0.80),
-    _approx("gemini-2.5-pro", 1_048_576, 65_536, 2.50),
-    _approx("gemini-1.5-pro", 2_097_152, 8_192, 2.50),
-    _approx("llama-3.1-8b-instruct", 131_072, 4_096, None, tokenizer="cl100k_base"),
-]
-_PROFILES: dict[str, ModelProfile] = {p.name: p for p in _BUILTIN}
-
-
-def register_profile(profile: ModelProfile, *, replace: bool = False) -> ModelProfile:
-    """Add a profile (or, with ``replace=True``, change a shipped one)."""
-    if profile.name in _PROFILES and not replace:
-        raise ProfileError(f"a profile named {profile.name!r} exists; pass replace=True to change it")
-    _PROFILES[profile.name] = profile
-    return profile
-
-
-def get_profile(name: str | ModelProfile) -> ModelProfile:
-    if isinstance(name, ModelProfile):
-        return name
-    try:
-        return _PROFILES[name]
-    except KeyError:
-        known = ", ".join(sorted(_PROFILES))
-        raise ProfileError(f"unknown model profile {name!r}; known profiles: {known} "
-                           "(add your own with contextkit.register_profile)") from None
-
-
-def list_profiles() -> list[ModelProfile]:
-    return [_PROFILES[name] for name in sorted(_PROFILES)]
+sys.modules[__name__] = _floor

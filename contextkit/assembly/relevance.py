@@ -24,7 +24,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from contextkit.assembly.sections import EvidenceItem
+from contextkit.core.records import EvidenceItem
 
 __all__ = ["FillMode", "RelevanceReport", "gate"]
 

@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable
 from typing import Literal
 
-from contextkit.errors import InvalidArgumentError, SectionError
+from contextkit.core.errors import InvalidArgumentError, SectionError
 
 __all__ = ["TEXT_ESCAPES", "Renderer", "cdata_text", "cut_inside", "escape_attribute", "escape_text"]
 

@@ -1,5 +1,8 @@
 """What a prompt is made of: sections, and the evidence items inside them.
 
+:class:`~contextkit.core.records.EvidenceItem` lives with the other records (compressors take it
+too); it is re-exported here.
+
 A section has a *role* (which decides where it sits in the prompt), a
 *priority* (which decides what gives way when the budget is short; by default
 evidence for the current question, 75, comes ahead of the history, 70, whose recent
@@ -15,8 +18,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextkit.errors import SectionError
-from contextkit.records import Message, ScoredChunk
+from contextkit.core.errors import SectionError
+from contextkit.core.records import EvidenceItem, Message
 
 __all__ = ["ROLES", "EvidenceItem", "Section", "SectionError"]
 
@@ -31,56 +34,6 @@ _DEFAULT_TAG = {"system": "system", "key_instructions": "instructions", "task": 
                 "domain_knowledge": "knowledge", "evidence": "evidence", "tool_result": "tool_output", "history": "history",
                 "question": "question"}
 _TAG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
-
-
-@dataclass(frozen=True, slots=True)
-class EvidenceItem:
-    """One passage of evidence: text plus where it came from.
-
-    ``doc_id``, ``start`` and ``end`` (character offsets in the document) let the
-    assembler merge overlapping passages of one document. ``token_count`` is a
-    count of ``text`` under ``tokenizer``; when that is the assembler's tokenizer
-    it saves a count while choosing (the final prompt is always recounted).
-    """
-
-    id: str
-    text: str
-    source: str = ""
-    score: float | None = None
-    doc_id: str | None = None
-    start: int | None = None
-    end: int | None = None
-    token_count: int | None = None
-    tokenizer: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    #: The query-passage similarity (dense cosine) when the retriever knows it; the relevance gate's
-    #: off-topic check reads it (``score`` may be a fused, relative score that cannot tell).
-    similarity: float | None = None
-
-    @classmethod
-    def from_scored_chunk(cls, hit: ScoredChunk, tokenizer: str | None = None) -> EvidenceItem:
-        c = hit.chunk
-        source = str(c.metadata.get("source") or c.metadata.get("path") or c.doc_id)
-        return cls(id=c.id, text=c.text, source=source, score=hit.score, doc_id=c.doc_id, start=c.start,
-                   end=c.end, token_count=c.token_count, tokenizer=tokenizer, metadata=dict(c.metadata))
-
-    @classmethod
-    def coerce(cls, value: Any, position: int) -> EvidenceItem:
-        """Accept an item, a scored chunk, a plain string or a dict with ``text``."""
-        if isinstance(value, EvidenceItem):
-            return value
-        if isinstance(value, ScoredChunk):
-            return cls.from_scored_chunk(value)
-        if isinstance(value, str):
-            return cls(id=f"item-{position}", text=value)
-        if isinstance(value, dict) and isinstance(value.get("text"), str):
-            data = {"id": f"item-{position}", **value}
-            unknown = set(data) - set(cls.__dataclass_fields__)
-            if unknown:
-                raise SectionError(f"evidence item {data['id']!r}: unknown fields {sorted(unknown)}")
-            return cls(**data)
-        raise SectionError(f"evidence item #{position}: expected text, a dict with 'text', a ScoredChunk "
-                           f"or an EvidenceItem, not {type(value).__name__}")
 
 
 @dataclass(slots=True)

@@ -11,18 +11,17 @@
   (:mod:`~contextkit.chunking._processes`: the worker processes, shared by every chunker).
 """
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from contextkit.chunking.base import Chunker
 from contextkit.chunking.token import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, TokenChunker
-from contextkit.errors import ChunkTooSmallError, HeaderTooLargeError
+from contextkit.core.errors import ChunkTooSmallError, HeaderTooLargeError
+from contextkit.core.lazy import lazy_exports
+
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.chunking._config import ChunkerConfig  # a pydantic model: loaded on first use
 
 __all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "ChunkTooSmallError", "Chunker", "ChunkerConfig", "HeaderTooLargeError", "TokenChunker"]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "ChunkerConfig":  # a pydantic model: imported on first use, not with the chunker
-        from contextkit.chunking._config import ChunkerConfig
-
-        return ChunkerConfig
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports("contextkit.chunking", {"ChunkerConfig": "_config"}, globals())

@@ -7,23 +7,26 @@ when asked for (``TokenChunker.config``), or for a value only pydantic can judge
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 # why these values: see contextkit.config
-from contextkit.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_TOKENIZER
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.settings import Settings
 
 __all__ = ["ChunkerConfig"]
 
 
-class ChunkerConfig(BaseModel):
-    """Settings of a :class:`~contextkit.chunking.TokenChunker` (also what an index records)."""
+class ChunkerConfig(Settings):
+    """Settings of a :class:`~contextkit.chunking.TokenChunker` (also what an index records); the
+    ``[chunk]`` table of ``contextkit.toml``."""
 
-    model_config = ConfigDict(extra="forbid")
+    section = "chunk"
 
     chunk_size: int = Field(DEFAULT_CHUNK_SIZE, ge=1, description="maximum tokens per chunk, header included")
-    chunk_overlap: int = Field(DEFAULT_CHUNK_OVERLAP, ge=0, description="maximum tokens shared by consecutive chunks")
-    tokenizer: str = "cl100k_base"
+    chunk_overlap: int = Field(DEFAULT_CHUNK_OVERLAP, ge=0, description="maximum tokens shared by consecutive chunks",
+                               json_schema_extra={"aliases": {"overlap": 1}})
+    tokenizer: str = DEFAULT_TOKENIZER
     header: str | None = Field(
         None, description="template embedded above each chunk, e.g. '{title}\\n'; fields come from the document"
     )

@@ -11,13 +11,32 @@ from __future__ import annotations
 
 from collections.abc import Generator
 from functools import lru_cache
+from typing import Any, NamedTuple
 
-from contextkit.errors import ChunkTooSmallError
-from contextkit.tokenizers import Tokenizer
+from contextkit.core.errors import ChunkTooSmallError
+from contextkit.core.tokenizers import Tokenizer
 
 PARAGRAPH, SENTENCE, LINE, WORD, TOKEN = 4, 3, 2, 1, 0
 _SENTENCE_END = [ord(c) for c in ".!?。！？"]
 _CLOSERS = [ord(c) for c in "\"')]»”’"]
+
+
+class Candidates(NamedTuple):
+    """Every place a text may be cut, as parallel arrays (what the walk reads, never changes)."""
+
+    pos: Any  # character offsets of the candidates (numpy int64), ascending
+    tix: Any  # tokens of the text before each candidate
+    level: Any  # rank of each: boundary level and stability (see ``_ranks``)
+    stable: Any  # bool: the encoding restarts there, so counts need no re-encode
+
+
+class CutRule(NamedTuple):
+    """How chunks are cut: at most ``budget`` tokens, ``overlap`` shared, a boundary kept only if it
+    leaves a chunk ``min_fill`` full."""
+
+    budget: int
+    overlap: int
+    min_fill: float
 
 
 def _stable_junction(before: str, here: str) -> bool:
@@ -25,7 +44,7 @@ def _stable_junction(before: str, here: str) -> bool:
     return here == " " and not before.isspace() or (before == "\n" and not here.isspace() and here != "/")
 
 
-def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
+def _candidates(tokenizer: Tokenizer, text: str, cp: Any, ends: Any) -> Candidates:
     """Every possible cut: position, tokens before it, boundary level, stability."""
     import numpy as np
 
@@ -34,7 +53,7 @@ def _candidates(tokenizer: Tokenizer, text: str, cp, ends):
     stable = np.zeros(len(pos), dtype=bool) if at is None else at
     stable[0] = True
     stable[pos == len(text)] = True
-    return pos, tix, _ranks(_levels(cp, pos), stable), stable
+    return Candidates(pos, tix, _ranks(_levels(cp, pos), stable), stable)
 
 
 def _positions(ends):
@@ -114,12 +133,12 @@ def _levels(cp, pos):
     return level
 
 
-def _greedy(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill) -> list[tuple[int, int, int]]:
-    spans = list(_walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill))
+def _greedy(tok: Tokenizer, text: str, cands: Candidates, n_tok: int, rule: CutRule) -> list[tuple[int, int, int]]:
+    spans = list(_walk(tok, text, cands, n_tok, rule))
     return [sp for sp in spans if not text[sp[0] : sp[1]].isspace()]
 
 
-def _walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill, s: int = 0,
+def _walk(tok: Tokenizer, text: str, cands: Candidates, n_tok: int, rule: CutRule, s: int = 0,
           complete: bool = True) -> Generator[tuple[int, int, int], None, int | None]:
     """The greedy cut, chunk by chunk from candidate ``s``: yields ``(start, end, tokens)`` spans.
 
@@ -129,7 +148,8 @@ def _walk(tok, text, pos, tix, level, stable, n_tok, budget, overlap, min_fill, 
     (every decision looks at most ``budget`` tokens ahead). Returns None when the
     text is done. Whitespace-only spans are yielded; the caller drops them.
     """
-
+    pos, tix, level, stable = cands
+    budget, overlap, min_fill = rule
     last = len(pos) - 1
     min_gain = max(1, int(budget * min_fill))
     while True:

@@ -33,18 +33,18 @@ import re
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from contextkit.chunking import _processes
-from contextkit.chunking._stream import stream_spans
-from contextkit.tokenizers import Tokenizer
+from contextkit.chunking._stream import stable_mask, stream_spans
+from contextkit.core.tokenizers import Tokenizer
 
 __all__ = ["MIN_PARALLEL_CHARS", "split_parallel"]
 
 #: Texts shorter than this are cut by one process: below it, workers cost more than they save.
 MIN_PARALLEL_CHARS = 1 << 20
 #: How far (in characters, at least) a segment's walk reaches into the next segment. On the PEPs
-#: chains meet within 20,000 characters mostly, 75,000 at worst: where they have not met by the
+#: chains mostly meet within one tail, and within a few at worst: where they have not met by the
 #: end of a tail, the caller walks on from there (a little serial work), which a longer tail
 #: trades for more work in the workers.
 TAIL_CHARS = 1 << 15
@@ -126,7 +126,7 @@ class _Cut:
             self.next_back -= 1
             running.append(future)
 
-    def walk(self, i: int) -> list[Span] | None | bool:
+    def walk(self, i: int) -> list[Span] | None | Literal[False]:
         """Segment ``i``'s chain: its spans, None if of no use, False if not done yet (unless ``wait``)."""
         if i in self.walks:
             return self.walks[i]
@@ -244,7 +244,7 @@ def _stable_at_or_after(tok: Tokenizer, text: str, at: int) -> int | None:
     while at < len(text):
         piece = text[at - 1 : at + span] if at > 0 else text[: at + span]
         offset = at - 1 if at > 0 else 0
-        mask = tok.stable_mask(piece)
+        mask = stable_mask(tok, piece)
         hits = np.flatnonzero(mask[1 : len(piece)]) + 1 + offset
         hits = hits[hits >= at]
         if len(hits):
@@ -262,7 +262,7 @@ def _stable_at_or_before(tok: Tokenizer, text: str, at: int) -> int:
     while at > 0:
         lo = max(1, at - span)
         piece = text[lo - 1 : at + 1]  # the mask at p looks at text[p - 1] and text[p]
-        hits = np.flatnonzero(tok.stable_mask(piece)[1 : len(piece)])
+        hits = np.flatnonzero(stable_mask(tok, piece)[1 : len(piece)])
         hits = hits[hits + lo <= at]
         if len(hits):
             return lo + int(hits[-1])

@@ -22,7 +22,7 @@ import threading
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from contextkit.tokenizers import (
+from contextkit.core.tokenizers import (
     _STABLE_ENCODINGS,
     TiktokenTokenizer,
     Tokenizer,
@@ -177,11 +177,11 @@ def walk_window(name: str, window: str, lo: int, before: str, after: str, comple
     text; ``complete`` says the window ends the text. Offsets returned are the text's.
     The walk stops before any decision that would look past the window's end.
     """
-    from contextkit.chunking._cuts import _walk
+    from contextkit.chunking._cuts import CutRule, _walk
     from contextkit.chunking._stream import _window_candidates
 
     tok = _tokenizer(name)
     ends = tok.token_ends(window)
-    pos, tix, level, stable = _window_candidates(tok, window, ends, before, after)
-    walk = _walk(tok, window, pos, tix, level, stable, len(ends), budget, overlap, min_fill, 0, complete=complete)
+    cands = _window_candidates(tok, window, ends, before, after)
+    walk = _walk(tok, window, cands, len(ends), CutRule(budget, overlap, min_fill), 0, complete=complete)
     return [(lo + a, lo + b, count) for a, b, count in walk]

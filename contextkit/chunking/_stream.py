@@ -11,9 +11,13 @@ would look past the window's end (a decision looks at most one chunk ahead).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from contextkit.chunking._cuts import _levels, _positions, _ranks, _walk
-from contextkit.tokenizers import Tokenizer, _code_points
+from contextkit.chunking._cuts import Candidates, CutRule, _levels, _positions, _ranks, _walk
+from contextkit.core.tokenizers import Tokenizer, _code_points
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
 
 
 def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: int, min_fill: float,
@@ -45,15 +49,17 @@ def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: in
         if eof:
             w_end = len(raw)
         else:
-            w_end = _last_stable(tok, raw, s_at + 1)
-            if w_end is None:  # no stable boundary after the chunk start yet: read more
+            last = _last_stable(tok, raw, s_at + 1)
+            if last is None:  # no stable boundary after the chunk start yet: read more
                 want *= 2
                 continue
+            w_end = last
         window = raw[:w_end]
         ends = tok.token_ends(window)
-        pos, tix, level, stable = _window_candidates(tok, window, ends, before, raw[w_end : w_end + 1])
+        cands = _window_candidates(tok, window, ends, before, raw[w_end : w_end + 1])
+        pos, stable = cands.pos, cands.stable
         s = int(np.searchsorted(pos, s_at))
-        walk = _walk(tok, window, pos, tix, level, stable, len(ends), budget, overlap, min_fill, s, complete=eof)
+        walk = _walk(tok, window, cands, len(ends), CutRule(budget, overlap, min_fill), s, complete=eof)
         moved = False
         while True:
             try:
@@ -81,7 +87,7 @@ def _last_stable(tok: Tokenizer, text: str, lo: int) -> int | None:
         if start >= len(text):
             return None
         piece = text[start - 1 :]  # one character before: the mask at p looks at text[p - 1]
-        hits = np.flatnonzero(tok.stable_mask(piece)[1 : len(piece)])
+        hits = np.flatnonzero(stable_mask(tok, piece)[1 : len(piece)])
         if len(hits):
             return start + int(hits[-1])
         if start == lo:
@@ -89,7 +95,19 @@ def _last_stable(tok: Tokenizer, text: str, lo: int) -> int | None:
         tail *= 4
 
 
-def _window_candidates(tok: Tokenizer, window: str, ends, before: str, after: str):
+def stable_mask(tok: Tokenizer, text: str) -> np.ndarray:
+    """``tok.stable_mask(text)``, for the callers that checked ``tok`` has stable boundaries."""
+    mask = tok.stable_mask(text)
+    if mask is None:
+        raise _unstable(tok)
+    return mask
+
+
+def _unstable(tok: Tokenizer) -> ValueError:
+    return ValueError(f"tokenizer {tok.name!r} has no stable boundaries: a text cannot be cut window by window")
+
+
+def _window_candidates(tok: Tokenizer, window: str, ends: Any, before: str, after: str) -> Candidates:
     """:func:`_candidates` for a window of a longer text: ``before`` (up to three characters) and
     ``after`` (one) are its neighbours, so boundary levels at its edges are those of the whole text."""
     import numpy as np
@@ -100,7 +118,9 @@ def _window_candidates(tok: Tokenizer, window: str, ends, before: str, after: st
     cp = cp_all[len(before) : len(before) + len(window)]
     pos, tix = _positions(ends)
     stable = tok.stable_at(window, pos, cp)
+    if stable is None:
+        raise _unstable(tok)
     stable[0] = True
     stable[pos == len(window)] = True
     lv = _levels(cp_all, pos + len(before))
-    return pos, tix, _ranks(lv, stable), stable
+    return Candidates(pos, tix, _ranks(lv, stable), stable)

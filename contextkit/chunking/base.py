@@ -14,18 +14,20 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterable
 from typing import Any, Self
 
-from contextkit.errors import InvalidArgumentError
-from contextkit.records import Chunk, Document
+from contextkit.core.options import Component
+from contextkit.core.records import Chunk, Document
 
 __all__ = ["Chunker"]
 
 
-class Chunker(ABC):
+class Chunker(Component, ABC):
     """Base class of the chunkers: implement :meth:`chunk` and :meth:`_settings`.
 
     A subclass gets :meth:`chunk_many`, :meth:`to_dict`, :meth:`from_dict`, :meth:`close`
     and the context manager for free, so code written against the role (ingestion's
     chunking step calls ``chunk_many``, then ``chunk`` to find a failing document) takes any.
+    As a :class:`~contextkit.core.settings.Component`, its constructor and ``from_dict`` refuse an
+    unknown option with :class:`~contextkit.errors.UnknownOptionError`.
     """
 
     @abstractmethod
@@ -39,23 +41,6 @@ class Chunker(ABC):
     def chunk_many(self, documents: Iterable[Document], workers: int | None = None) -> list[list[Chunk]]:
         """The chunks of each document, in order. ``workers`` is a hint: this default runs serially."""
         return [self.chunk(doc) for doc in documents]
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"type": class name, **settings}``: what :meth:`from_dict` takes back."""
-        return {"type": type(self).__name__, **self._settings()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        """The chunker ``data`` describes: this class or the subclass its ``"type"`` names
-        (``Chunker.from_dict`` rebuilds any); a missing ``"type"`` means this class (older records)."""
-        settings = dict(data)
-        kind = settings.pop("type", cls.__name__)
-        classes: list[type[Self]] = [cls]
-        for found in classes:
-            if found.__name__ == kind:  # a subclass's own from_dict may check more
-                return found(**settings) if found is cls else found.from_dict(data)
-            classes.extend(found.__subclasses__())
-        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
 
     def close(self) -> None:
         """Release what the chunker holds (worker processes); nothing by default."""

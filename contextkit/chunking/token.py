@@ -20,18 +20,20 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from contextkit.chunking import _processes
-from contextkit.chunking._cuts import _candidates, _greedy, _stable_junction
+from contextkit.chunking._cuts import CutRule, _candidates, _greedy, _stable_junction
 from contextkit.chunking._parallel import split_parallel
 from contextkit.chunking._stream import stream_spans
 from contextkit.chunking.base import Chunker
-from contextkit.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE  # why these values: see there
-from contextkit.errors import (
+from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_TOKENIZER  # why: see there
+from contextkit.core.errors import (
     ChunkTooSmallError,
     HeaderTooLargeError,
     InvalidArgumentError,
 )
-from contextkit.records import Chunk, Document
-from contextkit.tokenizers import Tokenizer, _code_points, get_tokenizer
+from contextkit.core.lazy import lazy_exports
+from contextkit.core.options import check_options
+from contextkit.core.records import Chunk, Document
+from contextkit.core.tokenizers import Tokenizer, _code_points, get_tokenizer
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.chunking._config import ChunkerConfig
@@ -46,13 +48,7 @@ log = logging.getLogger(__name__)
 _SETTINGS = ("chunk_size", "chunk_overlap", "tokenizer", "header", "min_fill")
 
 
-def __getattr__(name: str) -> Any:
-    """``ChunkerConfig`` on first use: it is a pydantic model, and a chunker does not import pydantic."""
-    if name == "ChunkerConfig":
-        from contextkit.chunking._config import ChunkerConfig
-
-        return ChunkerConfig
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, _ = lazy_exports(__name__.rpartition(".")[0], {"ChunkerConfig": "_config"}, globals())
 
 
 def _checked_settings(values: dict[str, Any]) -> dict[str, Any]:
@@ -60,14 +56,14 @@ def _checked_settings(values: dict[str, Any]) -> dict[str, Any]:
 
     The common case (integers in range, a name, a template or None, a fraction) is
     checked here without pydantic, whose import is most of the cost of importing
-    the chunker (170 ms, paid again by every worker process a whole process that
+    the chunker (paid again by every worker process a whole process that
     chunks one text starts). Anything else (a value to coerce, one out of range, an
     unknown key) goes to ChunkerConfig, which coerces it or raises as it always has;
     a property test holds the two paths to the same answers.
     """
     size = values.get("chunk_size", DEFAULT_CHUNK_SIZE)
     overlap = values.get("chunk_overlap", DEFAULT_CHUNK_OVERLAP)
-    tokenizer, header = values.get("tokenizer", "cl100k_base"), values.get("header")
+    tokenizer, header = values.get("tokenizer", DEFAULT_TOKENIZER), values.get("header")
     fill = values.get("min_fill", 0.5)
     plain = (
         set(values) <= set(_SETTINGS)
@@ -105,24 +101,39 @@ class TokenChunker(Chunker):
         self,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         chunk_overlap: int = DEFAULT_CHUNK_OVERLAP,
-        tokenizer: str | Tokenizer = "cl100k_base",
+        tokenizer: str | Tokenizer = DEFAULT_TOKENIZER,
         header: str | Callable[[Document], str] | None = None,
         min_fill: float = 0.5,
         workers: int = 1,
     ) -> None:
         tok_name = tokenizer if isinstance(tokenizer, str) else tokenizer.name
-        self._settings_checked = _checked_settings({
+        checked = _checked_settings({
             "chunk_size": chunk_size, "chunk_overlap": chunk_overlap, "tokenizer": tok_name,
             "header": header if isinstance(header, str) else None, "min_fill": min_fill,
         })
+        self._setup(checked, header if callable(header) else None, workers, tokenizer)
+
+    @classmethod
+    def from_config(cls, config: ChunkerConfig, workers: int = 1) -> TokenChunker:
+        """A chunker with the settings of ``config``, taken as they are: a :class:`ChunkerConfig` has
+        checked them (ingestion builds one per run, so ``--chunk-size`` is checked once on its way to the cut)."""
+        chunker = cls.__new__(cls)
+        chunker._setup(dict(config), None, workers, config.tokenizer)
+        chunker._config = config
+        return chunker
+
+    def _setup(self, checked: dict[str, Any], header_fn: Callable[[Document], str] | None, workers: int,
+               tokenizer: str | Tokenizer) -> None:
+        self._settings_checked = checked
         self._config: ChunkerConfig | None = None
-        self._header_fn = header if callable(header) else None
+        self._header_fn = header_fn
         if workers < 1:
             raise InvalidArgumentError(f"workers must be at least 1, not {workers}")
         self.workers = workers  # processes for one long text (exact: see contextkit.chunking._parallel)
         self.tokenizer = get_tokenizer(tokenizer)
         self._pool: ProcessPoolExecutor | None = None
         self._pool_size = 0
+        self._derived: dict[tuple[tuple[str, str], ...], TokenChunker] = {}  # chunk(**overrides), by value
 
     # ------------------------------------------------------------------ API
     @property
@@ -149,17 +160,30 @@ class TokenChunker(Chunker):
     def _settings(self) -> dict[str, Any]:
         return dict(self._settings_checked)
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> TokenChunker:
-        """From :meth:`to_dict` or a recorded :class:`ChunkerConfig` (checked: unknown keys are refused)."""
-        settings = dict(data)
-        kind = settings.pop("type", cls.__name__)
-        return super().from_dict({"type": kind, **_checked_settings(settings)})
+    def chunk(self, document: Document | str, header: str | None = None, **overrides: Any) -> list[Chunk]:
+        """Chunks of one document (a bare string becomes a document with id ``"text"``).
 
-    def chunk(self, document: Document | str, header: str | None = None) -> list[Chunk]:
-        """Chunks of one document (a bare string becomes a document with id ``"text"``)."""
+        ``overrides`` replace constructor values for this call (``chunk(text, chunk_size=32)``), as
+        every component's call may: they are checked like the constructor's, and the chunker they
+        make is kept for the next call with the same values."""
+        if overrides:
+            return self._with(overrides).chunk(document, header)
         doc = Document(id="text", text=document) if isinstance(document, str) else document
         return self._build(doc, *self._plan(doc, header))
+
+    def _with(self, overrides: dict[str, Any]) -> TokenChunker:
+        """A chunker like this one with ``overrides`` (this one when they change nothing); cached by value."""
+        check_options("TokenChunker.chunk()", overrides, (*_SETTINGS, "workers"))
+        key = tuple(sorted((k, repr(v)) for k, v in overrides.items()))
+        found = self._derived.get(key)
+        if found is None:
+            settings = {**self._settings_checked, "workers": self.workers, **overrides}
+            if self._header_fn is not None and "header" not in overrides:
+                settings["header"] = self._header_fn
+            tokenizer = settings["tokenizer"]
+            settings["tokenizer"] = self.tokenizer if tokenizer == self.tokenizer.name else tokenizer
+            found = self._derived[key] = TokenChunker(**settings)
+        return found
 
     def _room(self, doc: Document, header: str | None) -> tuple[str, int, int, int]:
         """The rendered header, its tokens, and the text budget and overlap it leaves a chunk."""
@@ -344,8 +368,8 @@ class TokenChunker(Chunker):
         if n_tok <= budget:
             return [(0, len(text), n_tok)]
         cp = _code_points(text)
-        pos, tix, level, stable = _candidates(self.tokenizer, text, cp, ends)
-        return _greedy(self.tokenizer, text, pos, tix, level, stable, n_tok, budget, overlap, self._min_fill)
+        cands = _candidates(self.tokenizer, text, cp, ends)
+        return _greedy(self.tokenizer, text, cands, n_tok, CutRule(budget, overlap, self._min_fill))
 
 
 _worker_chunker: TokenChunker | None = None

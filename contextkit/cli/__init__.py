@@ -28,23 +28,21 @@ __all__ = ["app", "main"]
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    from contextkit.config import ConfigError, cli_defaults, load_config
+    from contextkit.cli._settings import default_map
+    from contextkit.core.config import ConfigError, load_config
+    from contextkit.core.errors import ContextkitError
 
+    group = typer.main.get_command(app)
+    params = {name: {p.name for p in cmd.params if p.name} for name, cmd in group.commands.items()}  # type: ignore[attr-defined]
     try:
         config = load_config()
-    except ConfigError as exc:
-        err.print(f"[bold red]error:[/] {exc}", highlight=False)
-        raise SystemExit(2) from None
-    group = typer.main.get_command(app)
-    known = {name: {p.name for p in cmd.params} for name, cmd in group.commands.items()}
-    for name, table in config.items():
-        if isinstance(table, dict):
-            unknown = sorted(set(table) - known.get(name, set()) - {"index"}) if name in known else [name]
-            if unknown:
-                where = f"[{name}]" if name in known else "the file"
-                from rich.markup import escape
+        unknown = sorted(name for name, table in config.items() if isinstance(table, dict) and name not in params)
+        if unknown:
+            raise ConfigError(f"unknown table(s) [{'], ['.join(unknown)}]; tables are command names")
+        defaults = default_map(config, params)
+    except (ContextkitError, ValueError) as exc:
+        from rich.markup import escape
 
-                err.print(f"[bold red]error:[/] contextkit config: unknown setting(s) in {escape(where)}: "
-                          f"{escape(', '.join(unknown))}", highlight=False)
-                raise SystemExit(2)
-    app(default_map=cli_defaults(config, list(known)))
+        err.print(f"[bold red]error:[/] contextkit config: {escape(str(exc))}", highlight=False)
+        raise SystemExit(2) from None
+    app(default_map=defaults)

@@ -18,27 +18,31 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from contextkit.errors import ContextkitError
+from contextkit.core.errors import ContextkitError
+
+if TYPE_CHECKING:  # pragma: no cover - the installed Typer vendors click; the runtime lookup below works either way
+    from typer._click.exceptions import ClickException
 
 #: click's base of usage errors, wherever this Typer keeps click (recent ones vendor it).
-_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_ClickException: type[ClickException] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 class _Group(TyperGroup):
     """The app's command group: usage errors as one line (``error: ... (see contextkit ingest --help)``), exit 2."""
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
         try:
-            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False,
+                              windows_expand_args=windows_expand_args, **extra)
         except _ClickException as exc:
             if not standalone_mode:
                 raise
@@ -142,28 +146,14 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 def reported(code: int = 1) -> Iterator[None]:
     """Turn a failure the user can act on into one line on stderr and exit ``code``, never a traceback.
 
-    What counts: every error contextkit raises on purpose (one base, :class:`ContextkitError`),
-    and invalid settings (pydantic's ``ValidationError``, raised where options become a config).
-    Anything else is a bug and keeps its traceback.
+    What counts: every error contextkit raises on purpose, one base, :class:`ContextkitError` (an
+    invalid setting included: the settings records raise ``InvalidArgumentError``, not pydantic's
+    ``ValidationError``). Anything else is a bug and keeps its traceback.
     """
-    from pydantic import ValidationError
-
     try:
         yield
     except ContextkitError as exc:
         raise fail(str(exc), code) from None
-    except ValidationError as exc:
-        raise fail(settings_message(exc), code) from None
-
-
-def settings_message(exc: Any) -> str:
-    """A pydantic ``ValidationError`` as one line: ``Settings: field: why; ...`` (no URL, no input dump)."""
-    parts = []
-    for error in exc.errors():
-        why = str(error.get("msg", "")).removeprefix("Value error, ")
-        where = ".".join(str(part) for part in error.get("loc", ()))
-        parts.append(f"{where}: {why}" if where else why)
-    return f"{exc.title}: " + "; ".join(parts)
 
 
 def progress_bar(*fields: str, disabled: bool = False) -> Any:

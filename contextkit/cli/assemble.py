@@ -7,58 +7,62 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
 from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
+from contextkit.cli._settings import file_settings
+
+if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time (CLI start-up)
+    from contextkit.core.records import Message
 
 
 @app.command()
 def assemble(
     question: Annotated[str, typer.Argument(help="the user's question")],
     index: IndexOpt,
-    budget: Annotated[Optional[int], typer.Option(help="prompt budget in tokens")] = None,
-    model: Annotated[Optional[str], typer.Option(
+    budget: Annotated[int | None, typer.Option(help="prompt budget in tokens")] = None,
+    model: Annotated[str | None, typer.Option(
         help="model profile (window, answer reserve, tokenizer, price); see `contextkit models`")] = None,
-    instructions: Annotated[Optional[Path], typer.Option(
+    instructions: Annotated[Path | None, typer.Option(
         help="text file of key instructions: first in the prompt, restated at the end")] = None,
-    history: Annotated[Optional[Path], typer.Option(help="conversation so far: JSON lines of {role, content}")] = None,
-    tool_output: Annotated[Optional[list[Path]], typer.Option(
+    history: Annotated[Path | None, typer.Option(help="conversation so far: JSON lines of {role, content}")] = None,
+    tool_output: Annotated[list[Path] | None, typer.Option(
         help="a tool's output or a log to include (repeatable): escaped, a long one keeps its head and tail")] = None,
     fmt: Annotated[str, typer.Option("--format", help="xml or markdown")] = "xml",
     text_escape: Annotated[str, typer.Option(
         help="xml: auto (code and other text with < or & but nothing like a tag kept verbatim in CDATA), "
              "entities (&lt; and &amp; always) or cdata (always verbatim)")] = "auto",
     mode: Annotated[str, typer.Option(help="retrieval: dense, bm25 or hybrid")] = "hybrid",
-    k: Annotated[Optional[int], typer.Option("-k", help="chunks to retrieve [default: enough to fill the budget]")] = None,
-    filter_: Annotated[Optional[list[str]], typer.Option(
+    k: Annotated[int | None, typer.Option("-k", help="chunks to retrieve [default: enough to fill the budget]")] = None,
+    filter_: Annotated[list[str] | None, typer.Option(
         "--filter", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
     order: Annotated[str, typer.Option(help="evidence order: lost_in_the_middle, score or document")] = "lost_in_the_middle",
     fill: Annotated[str, typer.Option(
         help="relevant: the budget is a cap, evidence stops where relevance falls away; budget: fill to the cap")
     ] = "relevant",
-    min_score: Annotated[Optional[float], typer.Option(
+    min_score: Annotated[float | None, typer.Option(
         help="leave out evidence scoring below this (sets the relevance floor)")] = None,
     require_evidence: Annotated[bool, typer.Option(
         "--require-evidence", help="exit 1 (writing nothing) when no evidence goes in, instead of a warning")] = False,
-    out_file: Annotated[Optional[Path], typer.Option("--out", help="write the prompt here instead of stdout")] = None,
-    messages_file: Annotated[Optional[Path], typer.Option(
+    out_file: Annotated[Path | None, typer.Option("--out", help="write the prompt here instead of stdout")] = None,
+    messages_file: Annotated[Path | None, typer.Option(
         "--messages", help="also write the prompt as chat messages (JSON), per-message overhead in the budget")] = None,
     messages_style: Annotated[str, typer.Option(
         help="--messages format: openai (a list of {role, content}) or anthropic ({system, messages}, "
              "with cache_control on the stable prefix)")] = "openai",
-    report_file: Annotated[Optional[Path], typer.Option("--report", help="write the report here as JSON")] = None,
-    report_html: Annotated[Optional[Path], typer.Option(
+    report_file: Annotated[Path | None, typer.Option("--report", help="write the report here as JSON")] = None,
+    report_html: Annotated[Path | None, typer.Option(
         help="write a self-contained HTML page: the prompt by section, the budget chart, what was left out")] = None,
     summarize_history: Annotated[bool, typer.Option(
         help="condense history turns that do not fit into a summary (else drop them)")] = True,
     summary_tokens: Annotated[int, typer.Option(help="hard cap on the history summary, in tokens")] = 512,
     redact: Annotated[bool, typer.Option(help="mask PII in the evidence, history and question")] = False,
-    compress_evidence: Annotated[Optional[float], typer.Option(
+    compress_evidence: Annotated[float | None, typer.Option(
         help="prune retrieved passages to the sentences that bear on the question, to 1/N of their tokens")] = None,
-    audit_log: Annotated[Optional[Path], typer.Option(help="append one JSON line per assembly (no document text)")] = None,
+    audit_log: Annotated[Path | None, typer.Option(help="append one JSON line per assembly (no document text)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="the report as JSON on stderr instead of a table")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no report on stderr")] = False,
 ) -> None:
@@ -72,7 +76,7 @@ def assemble(
     _check_args(budget, model, fmt, mode, order, fill, messages_style, text_escape)
     result = _assemble(question, index, budget=budget, model=model, instructions=instructions, history=history,
                        k=k, filter_=filter_, audit_log=audit_log, tool_output=tool_output or [],
-                       options=dict(mode=mode, format=fmt, text_escape=text_escape, evidence_order=order, summarize_history=summarize_history,
+                       options=dict(**file_settings("assemble"), mode=mode, format=fmt, text_escape=text_escape, evidence_order=order, summarize_history=summarize_history,
                                     summary_max_tokens=summary_tokens, redact=redact,
                                     compress_evidence=compress_evidence, fill=fill, min_score=min_score,
                                     chat=messages_style if messages_file else None))
@@ -94,7 +98,7 @@ _CHOICES = {"--format": ("xml", "markdown"), "--mode": ("dense", "bm25", "hybrid
             "--messages-style": ("openai", "anthropic"), "--text-escape": ("auto", "entities", "cdata")}
 
 
-def _check_args(budget: Optional[int], model: Optional[str], fmt: str, mode: str, order: str = "lost_in_the_middle",
+def _check_args(budget: int | None, model: str | None, fmt: str, mode: str, order: str = "lost_in_the_middle",
                 fill: str = "relevant", messages_style: str = "openai", text_escape: str = "auto") -> None:
     """Usage errors (exit code 2, one line) before anything is opened."""
     if budget is None and model is None:
@@ -113,10 +117,10 @@ def _plain(text: str) -> str:
     return escape(text)
 
 
-def _assemble(question: str, index: Path, *, budget: Optional[int], model: Optional[str],
-              instructions: Optional[Path], history: Optional[Path], k: Optional[int],
-              filter_: Optional[list[str]], audit_log: Optional[Path], options: dict[str, Any],
-              tool_output: Optional[list[Path]] = None) -> Any:
+def _assemble(question: str, index: Path, *, budget: int | None, model: str | None,
+              instructions: Path | None, history: Path | None, k: int | None,
+              filter_: list[str] | None, audit_log: Path | None, options: dict[str, Any],
+              tool_output: list[Path] | None = None) -> Any:
     """The prompt from the index; every failure of reading the inputs or assembling is a clean error."""
     from contextkit.assembly import get_profile
     from contextkit.assembly.context_assembler import (
@@ -129,8 +133,8 @@ def _assemble(question: str, index: Path, *, budget: Optional[int], model: Optio
     with reported(), _input_errors():
         profile = get_profile(model) if model else None
         key_text = _read_text(instructions).strip() if instructions else None
-        messages = load_history(history) if history else None
-        tools = [(path.name, _read_text(path)) for path in tool_output or []]
+        messages: list[Message | dict[str, Any]] | None = list(load_history(history)) if history else None
+        tools: list[str | tuple[str, str]] = [(path.name, _read_text(path)) for path in tool_output or []]
         filters = Filters.parse(filter_) if filter_ else None
         with Index.open(index, read_only=True) as opened:
             assembler = ContextAssembler(
@@ -150,8 +154,8 @@ def _input_errors() -> Iterator[None]:
         raise fail(str(exc)) from None
 
 
-def _write_outputs(result: Any, question: str, out_file: Optional[Path], report_file: Optional[Path],
-                   report_html: Optional[Path], messages_file: Optional[Path] = None,
+def _write_outputs(result: Any, question: str, out_file: Path | None, report_file: Path | None,
+                   report_html: Path | None, messages_file: Path | None = None,
                    messages_style: str = "openai") -> None:
     """The report files, the messages, then the prompt (to ``--out`` or stdout); each written whole or not at all."""
     try:
@@ -208,7 +212,7 @@ def _read_text(path: Path) -> str:
 
 def _write_atomic(path: Path, text: str) -> None:
     """Write to a temporary file beside ``path``, then rename: never half a prompt."""
-    from contextkit._atomic import write_text_atomic
+    from contextkit.core.atomic import write_text_atomic
 
     write_text_atomic(path, text, newline="")
 

@@ -5,19 +5,20 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 from contextkit.cli._app import app, err, fail, out, reported
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
 
 
 @app.command()
 def summarize(
     history: Annotated[Path, typer.Argument(help="conversation: JSON lines of {role, content}")],
-    question: Annotated[Optional[str], typer.Option(help="the current question: what bears on it is kept first")] = None,
+    question: Annotated[str | None, typer.Option(help="the current question: what bears on it is kept first")] = None,
     keep_last: Annotated[int, typer.Option(help="turns kept verbatim")] = 6,
-    max_tokens: Annotated[int, typer.Option(help="hard cap on the summary, in tokens")] = 512,
+    max_tokens: Annotated[int, typer.Option(help="hard cap on the summary, in tokens")] = DEFAULT_SUMMARY_MAX_TOKENS,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary, recent turns and report as JSON")] = False,
 ) -> None:
     """Summarise a conversation: the last turns verbatim, older ones condensed (offline, extractive).

@@ -12,7 +12,7 @@ import json
 import sys
 import sysconfig
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
@@ -69,7 +69,7 @@ def write_demo_corpus(folder: str | Path) -> int:
 @app.command()
 def demo(
     index: Annotated[Path, typer.Option("--index", "-i", help="where to build the demo index")] = Path("demo.ck-index"),
-    query: Annotated[Optional[list[str]], typer.Option("--query", "-q", help="questions to ask (repeatable)")] = None,
+    query: Annotated[list[str] | None, typer.Option("--query", "-q", help="questions to ask (repeatable)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object: the ingest report and the hits")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
 ) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 from rich.table import Table
@@ -18,14 +18,14 @@ def eval_(
     index: Annotated[Path, typer.Option("--index", "-i", help="index folder (built from the corpus if missing)")],
     beir: Annotated[Path, typer.Option("--beir", help="BEIR dataset folder: corpus.jsonl, queries.jsonl, qrels/")],
     split: Annotated[str, typer.Option(help="qrels split: qrels/SPLIT.tsv")] = "test",
-    mode: Annotated[Optional[list[str]], typer.Option(
+    mode: Annotated[list[str] | None, typer.Option(
         "--mode", help="dense, bm25 or hybrid (repeatable) [default: all three]")] = None,
     k: Annotated[int, typer.Option("-k", help="chunks retrieved per query (300 leave >= 100 distinct documents for Recall@100 on SciFact: ~230)")] = 300,
-    option: Annotated[Optional[list[str]], typer.Option(
+    option: Annotated[list[str] | None, typer.Option(
         "--option", help="MODE.NAME=VALUE retriever option, e.g. hybrid.rrf_k=30 (repeatable)")] = None,
-    limit: Annotated[Optional[int], typer.Option(help="evaluate only the first N queries")] = None,
+    limit: Annotated[int | None, typer.Option(help="evaluate only the first N queries")] = None,
     as_json: JsonOpt = False,
-    plot: Annotated[Optional[Path], typer.Option(help="write a bar chart (nDCG@10, Recall@100 per mode) to this PNG")] = None,
+    plot: Annotated[Path | None, typer.Option(help="write a bar chart (nDCG@10, Recall@100 per mode) to this PNG")] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
     """Score retrieval on a BEIR dataset: nDCG@10, Recall@10/100, MRR@10 and latency per mode.

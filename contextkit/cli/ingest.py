@@ -6,13 +6,14 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Literal, Optional
+from typing import Annotated, Literal
 
 import typer
 from rich.table import Table
 
-from contextkit.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, plain_rule, progress_bar, reported, safe
+from contextkit.cli._settings import file_settings
+from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_TOKENIZER
 
 
 def _check_header(header: str | None) -> None:
@@ -43,7 +44,7 @@ def _llm_hint(name: str | None) -> str:
     """`` (gpt-4o is an LLM profile: contextkit assemble --model gpt-4o)`` when ``name`` is one."""
     if not name:
         return ""
-    from contextkit.assembly.profiles import list_profiles
+    from contextkit.core.profiles import list_profiles
 
     if any(p.name == name for p in list_profiles()):
         return f" ({name} is an LLM profile, for `contextkit assemble --model {name}`)"
@@ -54,24 +55,24 @@ def _llm_hint(name: str | None) -> str:
 def ingest(
     paths: Annotated[list[Path], typer.Argument(help="files or folders to ingest")],
     index: IndexOpt,
-    chunk_size: Annotated[Optional[int], typer.Option(
+    chunk_size: Annotated[int | None, typer.Option(
         help=f"max tokens per chunk, header included [default: {DEFAULT_CHUNK_SIZE}, or the index's]")] = None,
-    overlap: Annotated[Optional[int], typer.Option(
+    overlap: Annotated[int | None, typer.Option(
         help=f"max tokens shared by neighbours [default: {DEFAULT_CHUNK_OVERLAP}, or the index's]")] = None,
-    tokenizer: Annotated[Optional[str], typer.Option(
+    tokenizer: Annotated[str | None, typer.Option(
         help="cl100k_base, o200k_base, model, or a HF name [default: cl100k_base, or the index's]")] = None,
-    embed_model: Annotated[Optional[str], typer.Option(
+    embed_model: Annotated[str | None, typer.Option(
         "--embed-model", help="sentence-transformers model name or path [default: all-MiniLM-L6-v2, or the "
         "index's]")] = None,
-    model: Annotated[Optional[str], typer.Option(
+    model: Annotated[str | None, typer.Option(
         "--model", hidden=True, help="deprecated: --embed-model")] = None,
-    header: Annotated[Optional[str], typer.Option(
+    header: Annotated[str | None, typer.Option(
         help="metadata embedded above each chunk, e.g. '{title}' (counted in --chunk-size); fields: title (a "
         "Markdown/reST file's first heading, else the file name), id, source, format, and JSONL metadata")] = None,
-    glob: Annotated[Optional[str], typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
+    glob: Annotated[str | None, typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
     workers: Annotated[int, typer.Option(min=1, help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
-    redact: Annotated[Optional[bool], typer.Option(
+    redact: Annotated[bool | None, typer.Option(
         "--redact/--no-redact", help="mask PII (e-mails, phones, cards, IBANs, IPs, secrets) before chunking; "
         "recorded in the index [default: as the index was built, else off]")] = None,
     index_type: Annotated[Literal["flat", "hnsw", "ivf", "ivfpq", "auto"], typer.Option(
@@ -88,7 +89,7 @@ def ingest(
     pdf_timeout: Annotated[float, typer.Option(
         min=0.001, help="seconds one PDF may take to parse before it is skipped")] = 60,
     engine: Annotated[Literal["local", "ray"], typer.Option(help="local, or ray: load, chunk and embed on a Ray cluster (pip install 'contextkit[ray]')")] = "local",
-    address: Annotated[Optional[str], typer.Option(
+    address: Annotated[str | None, typer.Option(
         help="--engine ray: auto, HOST:6379 or ray://HOST:10001 [default: RAY_ADDRESS, else a local Ray]")] = None,
     num_gpus: Annotated[float, typer.Option(
         min=0, help="--engine ray: GPUs for embedding, one model per GPU (0: embed on CPUs)")] = 0,
@@ -100,7 +101,7 @@ def ingest(
 
     Example: contextkit ingest docs/ notes.md --index my.ck-index --glob '**/*.md'
     """
-    from contextkit.errors import ModelNotFoundError, NothingToIngestError, RayClusterError, RayNotInstalledError
+    from contextkit.core.errors import ModelNotFoundError, NothingToIngestError, RayClusterError, RayNotInstalledError
     from contextkit.ingestion import IngestConfig
     from contextkit.ingestion import ingest as run_ingest
 
@@ -108,10 +109,8 @@ def ingest(
         raise fail("--address and --num-gpus need --engine ray", 2)
     embed_model = _embed_model(embed_model, model)
     _check_header(header)
-    if chunk_size is not None and overlap is not None and overlap >= chunk_size:
-        raise fail(f"--overlap ({overlap}) must be smaller than --chunk-size ({chunk_size})", 2)
     with reported(2):  # options that make no valid config: a usage error
-        config = IngestConfig(chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=embed_model,
+        config = IngestConfig(**file_settings("ingest"), chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=embed_model,
                               header=header, glob=glob, workers=workers, prune=prune, index_type=index_type,
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
@@ -206,8 +205,8 @@ def chunk(
     file: Annotated[Path, typer.Argument(help="a file to chunk")],
     chunk_size: Annotated[int, typer.Option(help="max tokens per chunk (ingest's default too)")] = DEFAULT_CHUNK_SIZE,
     overlap: Annotated[int, typer.Option(help="max tokens shared by neighbours")] = DEFAULT_CHUNK_OVERLAP,
-    header: Annotated[Optional[str], typer.Option(help="metadata above each chunk, as ingest --header")] = None,
-    tokenizer: Annotated[str, typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = "cl100k_base",
+    header: Annotated[str | None, typer.Option(help="metadata above each chunk, as ingest --header")] = None,
+    tokenizer: Annotated[str, typer.Option(help="cl100k_base, o200k_base, model, or a HF name")] = DEFAULT_TOKENIZER,
     as_json: Annotated[bool, typer.Option("--json", help="JSON lines: text, start, end, tokens")] = False,
     workers: Annotated[int, typer.Option(min=1, help="processes for a long text (same chunks)")] = 1,
 ) -> None:
@@ -222,7 +221,8 @@ def chunk(
         raise fail(f"{file}: no such file", 2)
     _check_header(header)
     with reported(2):
-        chunker = TokenChunker(chunk_size, overlap, tokenizer, header=header, workers=workers)
+        chunker = TokenChunker(chunk_size, overlap, tokenizer, header=header, workers=workers,
+                               **file_settings("chunk"))
     if workers > 1 and file.stat().st_size >= 1 << 20:
         chunker.start_workers()  # they start while the file is read
     result = load_file(SourceFile(file.resolve(), str(file)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Annotated, Any, Literal, Optional
+from typing import Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -24,11 +24,11 @@ def search(
     k: Annotated[int, typer.Option("-k", min=1, help="how many results")] = 10,
     mode: Annotated[Literal["dense", "bm25", "hybrid"], typer.Option(
         help="dense (meaning), bm25 (words) or hybrid (both, fused)")] = "hybrid",
-    filter_: Annotated[Optional[list[str]], typer.Option(
+    filter_: Annotated[list[str] | None, typer.Option(
         "--filter", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
-    mmr: Annotated[Optional[float], typer.Option(
+    mmr: Annotated[float | None, typer.Option(
         min=0.0, max=1.0, help="diversify with MMR, 0..1 (1 = relevance only) [default: off]")] = None,
-    min_score: Annotated[Optional[float], typer.Option(help="drop results scoring below this [default: none]")] = None,
+    min_score: Annotated[float | None, typer.Option(help="drop results scoring below this [default: none]")] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Search an index: dense (meaning), bm25 (words) or hybrid (both, fused).
@@ -144,7 +144,7 @@ def _value(value: Any) -> str:
     return str(value)
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:  # a byte count: an int, then a float once divided
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"

@@ -6,22 +6,24 @@ compress_evidence=2.0)``; history is summarised by default). Modules load on fir
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "CompressionReport", "Compressor", "EvidenceCompressor", "EvidenceResult", "HistoryResult", "HistorySummarizer",
-    "LLMHistorySummarizer", "PIIRedactor", "RedactionResult",
-]
+from contextkit.core.lazy import lazy_exports
 
-_WHERE = {"CompressionReport": "base", "Compressor": "base", "EvidenceCompressor": "evidence",
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.compressors.base import CompressionReport, Compressor, Redactor
+    from contextkit.compressors.evidence import EvidenceCompressor, EvidenceResult
+    from contextkit.compressors.history import HistoryResult, HistorySummarizer
+    from contextkit.compressors.llm_history import LLMHistorySummarizer
+    from contextkit.compressors.redact import PIIRedactor, RedactionResult
+
+_WHERE = {"CompressionReport": "base", "Compressor": "base", "Redactor": "base", "EvidenceCompressor": "evidence",
           "EvidenceResult": "evidence", "HistoryResult": "history",
           "HistorySummarizer": "history", "LLMHistorySummarizer": "llm_history", "PIIRedactor": "redact",
           "RedactionResult": "redact"}
+__all__ = [
+    "CompressionReport", "Compressor", "EvidenceCompressor", "EvidenceResult", "HistoryResult",
+    "HistorySummarizer", "LLMHistorySummarizer", "PIIRedactor", "RedactionResult", "Redactor",
+]
 
-
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'contextkit.compressors' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"contextkit.compressors.{module}"), name)
+__getattr__, __dir__ = lazy_exports("contextkit.compressors", _WHERE, globals())

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from contextkit.compressors._evidence_features import FEATURES
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
 
 __all__ = ["DEFAULT_WEIGHTS", "LinearScorer", "Terms", "lexical_scores", "load_scorer"]
 
@@ -153,7 +153,9 @@ def _read(text: str | None, where: str) -> LinearScorer:
     selection = data.get("selection", "score")
     if selection not in ("score", "density"):
         raise InvalidArgumentError(f"evidence scorer weights {where}: selection must be 'score' or 'density', not {selection!r}")
-    return LinearScorer(names, *vectors, bias=bias, model=data.get("model"), source=where, selection=selection)
+    weights, mean, scale = vectors
+    return LinearScorer(names, weights, mean, scale, bias=bias, model=data.get("model"), source=where,
+                        selection=selection)
 
 
 def _header_checked(text: str, where: str) -> dict[str, Any]:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from contextkit.assembly.sections import EvidenceItem
-from contextkit.tokenizers import Tokenizer
+from contextkit.core.records import EvidenceItem
+from contextkit.core.tokenizers import Tokenizer
 
 __all__ = ["Passage", "build", "norm", "select"]
 
@@ -50,7 +50,7 @@ def select(passages: list[Passage], scores: list[float], tokens: list[int], text
     repeats = 0
     for p in ranked:
         local = sorted(range(len(p.spans)), key=lambda i: (-scores[p.first + i], i))
-        forced = set()
+        forced: set[int] = set()
         for i in local:  # its best sentences, skipping any already kept from a stronger passage
             if len(forced) >= min_sentences:
                 break
@@ -179,8 +179,9 @@ def _item(p: Passage, keep: set[int], text: str, count: int, tok: Tokenizer) -> 
     start, end = item.start, item.end
     if len(order) < len(p.spans):
         is_slice = item.start is not None and item.end is not None and item.end - item.start == len(item.text)
-        if len(_runs(order)) == 1 and is_slice:
-            start, end = item.start + p.spans[order[0]][0], item.start + p.spans[order[-1]][1]
+        slice_start = item.start if is_slice else None  # where the passage's text starts in its document
+        if len(_runs(order)) == 1 and slice_start is not None:
+            start, end = slice_start + p.spans[order[0]][0], slice_start + p.spans[order[-1]][1]
         else:
             start = end = None
     return replace(item, text=text, start=start, end=end, token_count=count, tokenizer=tok.name, metadata=meta)

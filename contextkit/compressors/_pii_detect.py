@@ -252,7 +252,9 @@ def _find_card(scan: _Scan) -> list[Candidate]:
                 out.append(hit)
                 pos = hit[1]
             else:  # retry after the first digit run: a card starts a run, never inside one
-                pos = m.start() + len(_DIGIT_RUN.match(m.group()).group())
+                run = _DIGIT_RUN.match(m.group())
+                assert run is not None  # every _CARD match starts with a digit
+                pos = m.start() + len(run.group())
     return out
 
 

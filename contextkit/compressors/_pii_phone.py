@@ -6,8 +6,8 @@ are grouped when printed) and they change; a hand-written pattern set covered US
 shapes and missed Swedish, Polish, Brazilian, Russian, Japanese, Australian and Dutch ones, and
 NANP numbers with extensions. ``phonenumbers.PhoneNumberMatcher`` knows every plan.
 
-How it runs over many regions without costing much. The matcher is pure Python (about 60 us a
-call on a short string), so it never sees the whole text: the shared scan already holds the
+How it runs over many regions without costing much. The matcher is pure Python (slow for each
+call, even on a short string), so it never sees the whole text: the shared scan already holds the
 *numeric runs* (digits, spaces and ``().-/+`` from a digit, see :class:`._pii_detect._Scan`);
 only runs of seven digits or more are candidates, each widened over an extension (``x631``,
 ``ext. 12``, ``#4``). A run is given first to the matcher with the unknown region ``"ZZ"``, which

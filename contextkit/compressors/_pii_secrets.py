@@ -20,9 +20,9 @@ a typo (``IE80XDYW87791631807628``) or capitalised words and numbers
 line, an e-mail's local part); and letter pairs that do not
 read as English (each pair scored by how common it is in English words: an
 identifier averages well above 0.3 a pair, random letters about -1; a
-single English-looking piece of 7+ letters also clears the token). About 98%
-of random base62 tokens of 20 characters pass, 99.6% of 32, and 96-98% of
-base64 / base36 ones of 20.
+single English-looking piece of 7+ letters also clears the token). Most random
+tokens pass; the share caught is measured by ``python bench/bench_redact.py``
+(unlabelled random tokens).
 """
 
 from __future__ import annotations
@@ -69,9 +69,9 @@ def _char_class(ch: str) -> int:
 
 _CAMEL_PIECE = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
 # English letter pairs by frequency, counted on Topical-Chat conversations: the 50 most frequent
-# pairs make 56% of all pairs there, the next 100 33%, the next 100 9%; the other 426 of the 676
-# possible pairs make 2%. A pair scores 2, 1, 0 or -2 by its band: English words average about
-# +1.4 a pair, uniformly random letters about -1.
+# pairs make over half of all pairs there, each next band of 100 less; the other 426 of the 676
+# possible pairs are rare. A pair scores 2, 1, 0 or -2 by its band: English words average well
+# above zero a pair, uniformly random letters about -1.
 _PAIR_SCORE: dict[str, int] = {pair: score for score, pairs in (
     (2, "al am an ar as at ay be ch ea ed en er es fo ha he hi ho in is it la le li ll me nd ne ng no nt of "
         "on oo or ot ou ow re se st te th ti to ve wa ye yo"),

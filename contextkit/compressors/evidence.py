@@ -56,13 +56,11 @@ from __future__ import annotations
 import logging
 import time
 import warnings
-from collections.abc import Sequence
-from typing import Any, Literal, NamedTuple
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, NamedTuple, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-from contextkit.assembly.passages import Deduplicator
-from contextkit.assembly.sections import EvidenceItem
 from contextkit.compressors._evidence_features import feature_matrix, sentence_features
 from contextkit.compressors._evidence_score import (
     LinearScorer,
@@ -72,9 +70,12 @@ from contextkit.compressors._evidence_score import (
 )
 from contextkit.compressors._evidence_select import Passage, build, norm, select
 from contextkit.compressors.base import CompressionReport, Compressor
-from contextkit.errors import InvalidArgumentError
-from contextkit.text import split_sentences
-from contextkit.tokenizers import Tokenizer, get_tokenizer
+from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import EvidenceItem
+from contextkit.core.settings import Settings
+from contextkit.core.text import Deduplicator, split_sentences
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["EvidenceCompressor", "EvidenceCompressorConfig", "EvidenceResult", "lexical_scores", "split_sentences"]
 
@@ -83,13 +84,11 @@ _REMOVED = ("sentences", "duplicate", "near_duplicate", "empty", "irrelevant", "
 log = logging.getLogger(__name__)
 
 
-class EvidenceCompressorConfig(BaseModel):
+class EvidenceCompressorConfig(Settings):
     """The settings of an :class:`EvidenceCompressor` (what :meth:`~EvidenceCompressor.to_dict` saves)."""
 
-    model_config = ConfigDict(extra="forbid")
-
     model: str = Field(default="sentence-transformers/all-MiniLM-L6-v2", description="the embedding model's name")
-    tokenizer: str = "cl100k_base"
+    tokenizer: str = DEFAULT_TOKENIZER
     target_ratio: float | None = Field(default=None, ge=1.0, description="input over output tokens; 2.0 = half")
     max_tokens: int | None = Field(default=None, ge=0, description="cap on the output tokens of all items")
     scorer: Literal["learned", "linear"] = Field(
@@ -148,7 +147,7 @@ class EvidenceCompressor(Compressor):
 
     name = "evidence"
 
-    def __init__(self, embedder: Any = None, tokenizer: str | Tokenizer = "cl100k_base",
+    def __init__(self, embedder: Any = None, tokenizer: str | Tokenizer = DEFAULT_TOKENIZER,
                  target_ratio: float | None = None, max_tokens: int | None = None,
                  weight_embedding: float = 0.7, weight_lexical: float = 0.3, keep_first: bool = False,
                  dedup_threshold: float | None = 0.8, min_sentences: int = 1, *,
@@ -203,12 +202,12 @@ class EvidenceCompressor(Compressor):
         return {"type": "EvidenceCompressor", **self.config.model_dump()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], embedder: Any = None) -> EvidenceCompressor:
-        """Rebuild from :meth:`to_dict`; the embedder is ``embedder`` or the saved model, loaded lazily."""
-        data = cls._settings(data)
-        model = data.pop("model", None)
-        EvidenceCompressorConfig(**data)  # unknown or bad settings fail here, by name
-        out = cls(embedder, **data)
+    def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
+        """Rebuild from :meth:`to_dict`; the embedder is ``embedder=`` or the saved model, loaded lazily."""
+        settings = cls._settings_of(data)
+        embedder = objects.pop("embedder", None)
+        model = settings.pop("model", None)
+        out = cls(embedder, **settings, **objects)
         if embedder is None and model:
             out.config.model = model
         return out
@@ -226,13 +225,17 @@ class EvidenceCompressor(Compressor):
         items, query = _items_first(items, query)
         self._check_query(query)
         ratio, cap = self._budget_mode(target_ratio, max_tokens)
-        items = [EvidenceItem.coerce(v, i) for i, v in enumerate(items)]
-        report = CompressionReport(compressor=self.name, items_in=len(items))
-        counts = self.tokenizer.count_many([it.text for it in items])
+        evidence = [EvidenceItem.coerce(v, i) for i, v in enumerate(items)]
+        report = CompressionReport(compressor=self.name, items_in=len(evidence))
+        counts = self.tokenizer.count_many([it.text for it in evidence])
         report.input_tokens = sum(counts)
-        budget = cap if cap is not None else int(report.input_tokens / ratio)
+        if cap is not None:
+            budget = cap
+        else:
+            assert ratio is not None  # _budget_mode gives exactly one of the two
+            budget = int(report.input_tokens / ratio)
         run = _Run()
-        passages = self._passages(items, counts, run)  # 1. duplicates and empty items
+        passages = self._passages(evidence, counts, run)  # 1. duplicates and empty items
         texts = self._flatten(passages)
         # 2. scores: one embedding call for the query and every sentence
         scores, relevance, embed_seconds = self._score(query, texts, [(p.first, len(p.spans)) for p in passages])
@@ -385,7 +388,7 @@ class EvidenceCompressor(Compressor):
         learned = self.scorer is not None
         emb, lex, seconds = self._signals(query, texts, need_embedding=learned or cfg.weight_embedding > 0)
         relevance = [cfg.weight_embedding * e + cfg.weight_lexical * x for e, x in zip(emb, lex)]
-        if not learned:
+        if self.scorer is None:  # not learned
             return list(relevance), relevance, seconds
         rows = sentence_features(texts, groups, emb, lex)
         return self.scorer.score(feature_matrix(rows)), relevance, seconds

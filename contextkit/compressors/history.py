@@ -31,17 +31,19 @@ import math
 import re
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from contextkit.compressors.base import CompressionReport, Compressor
-from contextkit.errors import InvalidArgumentError
-from contextkit.records import Message
-from contextkit.text import split_sentences
-from contextkit.tokenizers import Tokenizer, get_tokenizer
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import Message
+from contextkit.core.settings import Settings
+from contextkit.core.text import split_sentences
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["HistoryResult", "HistorySummarizer", "HistorySummarizerConfig", "as_messages", "split_recent"]
 
@@ -92,12 +94,12 @@ class HistoryResult:
         return head + list(self.recent)
 
 
-class HistorySummarizerConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class HistorySummarizerConfig(Settings):
+    """The settings of a :class:`HistorySummarizer` (what :meth:`~HistorySummarizer.to_dict` saves)."""
 
     keep_last: int = Field(default=6, ge=0, description="turns kept verbatim (three exchanges)")
-    summary_max_tokens: int = Field(default=512, ge=16, description="hard cap on the summary")
-    tokenizer: str = "cl100k_base"
+    summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, ge=16, description="hard cap on the summary")
+    tokenizer: str = DEFAULT_TOKENIZER
     weight_relevance: float = 0.45
     weight_centrality: float = 0.15
     weight_recency: float = 0.15
@@ -128,12 +130,12 @@ class HistorySummarizer(Compressor):
         return {"type": "HistorySummarizer", **self.config.model_dump()}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **objects: Any) -> HistorySummarizer:
+    def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
         """Rebuild from :meth:`to_dict`; ``tokenizer=`` may pass a :class:`Tokenizer` object."""
-        return cls(**{**cls._settings(data), **objects})
+        return cls(**{**cls._settings_of(data), **objects})
 
     # ----------------------------------------------------------------- public
-    def compress(self, items: list[Message | dict[str, Any]], query: str | None = None, *,
+    def compress(self, items: Sequence[Message | dict[str, Any]], query: str | None = None, *,
                  keep_last: int | None = None, max_tokens: int | None = None) -> HistoryResult:
         """Summarise all but the last ``keep_last`` turns into at most ``max_tokens`` tokens.
 
@@ -157,7 +159,7 @@ class HistorySummarizer(Compressor):
         report.seconds = time.perf_counter() - started
         return HistoryResult(summary, recent, report, older)
 
-    def summarize(self, messages: list[Message | dict[str, Any]], query: str | None = None,
+    def summarize(self, messages: Sequence[Message | dict[str, Any]], query: str | None = None,
                   max_tokens: int | None = None) -> str:
         """Just the summary of ``messages`` (all of them; no recent turns kept apart)."""
         return self.compress(messages, query, keep_last=0, max_tokens=max_tokens).summary or ""
@@ -247,7 +249,7 @@ class _Space:
 
     vecs: list[dict[str, float]]
     norms: list[float]
-    centroid: Counter
+    centroid: dict[str, float]
     c_norm: float
     qvec: dict[str, float]
     q_norm: float
@@ -259,10 +261,10 @@ class _Space:
         idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
         vecs = [{t: c * idf[t] for t, c in s.terms.items()} for s in sents]
         norms = [math.sqrt(sum(v * v for v in vec.values())) or 1.0 for vec in vecs]
-        centroid: Counter = Counter()
+        centroid: dict[str, float] = {}
         for vec, norm in zip(vecs, norms):
             for t, v in vec.items():
-                centroid[t] += v / norm
+                centroid[t] = centroid.get(t, 0) + v / norm
         c_norm = math.sqrt(sum(v * v for v in centroid.values())) or 1.0
         qvec = {t: c * idf.get(t, 1.0) for t, c in Counter(_terms(query or "")).items()}
         q_norm = math.sqrt(sum(v * v for v in qvec.values())) or 1.0

@@ -11,7 +11,8 @@ reason recorded in ``report.fallback`` (which the assembly report carries).
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Self
 
 from contextkit.compressors.base import CompressionReport, Compressor
 from contextkit.compressors.history import (
@@ -20,9 +21,10 @@ from contextkit.compressors.history import (
     as_messages,
     split_recent,
 )
-from contextkit.records import Message
-from contextkit.text import truncate_at_sentence
-from contextkit.tokenizers import Tokenizer, get_tokenizer
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
+from contextkit.core.records import Message
+from contextkit.core.text import truncate_at_sentence
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["DEFAULT_SUMMARY_PROMPT", "LLMHistorySummarizer"]
 
@@ -40,9 +42,9 @@ class LLMHistorySummarizer(Compressor):
 
     name = "llm_history"
 
-    def __init__(self, llm: Any, *, keep_last: int = 6, summary_max_tokens: int = 512, retries: int = 2,
+    def __init__(self, llm: Any, *, keep_last: int = 6, summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS, retries: int = 2,
                  backoff_seconds: float = 0.5, prompt: str = DEFAULT_SUMMARY_PROMPT,
-                 tokenizer: str | Tokenizer = "cl100k_base", fallback: HistorySummarizer | None = None) -> None:
+                 tokenizer: str | Tokenizer = DEFAULT_TOKENIZER, fallback: HistorySummarizer | None = None) -> None:
         if not hasattr(llm, "complete"):
             raise TypeError(f"llm must be a LlamaIndex LLM (with .complete), not {type(llm).__name__}")
         self.llm = llm
@@ -63,15 +65,15 @@ class LLMHistorySummarizer(Compressor):
                 "tokenizer": self.tokenizer.name}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **objects: Any) -> LLMHistorySummarizer:
+    def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
         """Rebuild from :meth:`to_dict` with ``llm=`` the model to ask (a dict cannot hold one)."""
-        settings = cls._settings(data)
+        settings = cls._settings_of(data)
         settings.pop("llm", None)
         if "llm" not in objects:
             raise TypeError("LLMHistorySummarizer.from_dict needs llm=: the LLM to ask (to_dict keeps its name only)")
         return cls(objects.pop("llm"), **{**settings, **objects})
 
-    def compress(self, items: list[Message | dict[str, Any]], query: str | None = None, *,
+    def compress(self, items: Sequence[Message | dict[str, Any]], query: str | None = None, *,
                  keep_last: int | None = None, max_tokens: int | None = None) -> HistoryResult:
         """Like :meth:`HistorySummarizer.compress`, the summary written by the LLM (cached per transcript)."""
         started = time.perf_counter()

@@ -101,11 +101,11 @@ import os
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Self, TypedDict
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import Field, field_validator
 
 from contextkit.compressors._pii_credentials import _find_credentials
 from contextkit.compressors._pii_detect import (
@@ -126,8 +126,9 @@ from contextkit.compressors._pii_secrets import (
     _find_keys,
     _generic_finder,
 )
-from contextkit.compressors.base import CompressionReport
-from contextkit.errors import InvalidArgumentError, RestoreUnavailableError
+from contextkit.compressors.base import CompressionReport, Redactor
+from contextkit.core.errors import InvalidArgumentError, RestoreUnavailableError
+from contextkit.core.settings import Settings
 
 __all__ = [
     "KINDS",
@@ -144,6 +145,15 @@ _PLACEHOLDER = re.compile(r"<(EMAIL|PHONE|CARD|IBAN|IP|SECRET)_([1-9]\d*)>")
 
 
 # ------------------------------------------------------------------ records
+class _Stats(TypedDict):
+    """A session's running totals, for :meth:`PIIRedactor.report`."""
+
+    texts: int
+    chars_in: int
+    chars_out: int
+    seconds: float
+
+
 @dataclass(frozen=True, slots=True)
 class RedactedSpan:
     """Where a value was, in the ORIGINAL text, and what replaced it; never the value itself."""
@@ -187,10 +197,8 @@ class RedactionResult:
         return {"text": self.text, "counts": dict(self.counts), "spans": [s.to_dict() for s in self.spans]}
 
 
-class RedactorConfig(BaseModel):
+class RedactorConfig(Settings):
     """What ``to_dict()`` / ``from_dict()`` carry: configuration only, never session state."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kinds: tuple[str, ...] = Field(default=KINDS, description="which kinds to redact")
     entropy_threshold: float = Field(default=3.3, ge=0.0, le=8.0,
@@ -240,22 +248,17 @@ def _resolve(candidates: list[Candidate]) -> list[Candidate]:
 
 
 # ------------------------------------------------------------- redactor
-class PIIRedactor:
+class PIIRedactor(Redactor):
     """Masks e-mails, phones, cards, IBANs, IPs and secrets with stable placeholders (one session)."""
 
     name = "pii_redactor"
 
     def __init__(self, kinds: Iterable[str] = KINDS, entropy_threshold: float = 3.3,
                  keep_mapping: bool = False, phone_regions: Iterable[str] = DEFAULT_PHONE_REGIONS) -> None:
-        try:
-            self.config = RedactorConfig(kinds=tuple(kinds) if not isinstance(kinds, str) else kinds,
-                                         entropy_threshold=entropy_threshold, keep_mapping=keep_mapping,
-                                         phone_regions=phone_regions if isinstance(phone_regions, str)
-                                         else tuple(phone_regions))
-        except ValidationError as exc:  # a user's mistake: one clear line, not pydantic's report
-            err = exc.errors()[0]
-            raise InvalidArgumentError(f"PIIRedactor {'.'.join(map(str, err['loc']))}: "
-                                       f"{str(err['msg']).removeprefix('Value error, ')}") from None
+        self.config = RedactorConfig(kinds=(kinds,) if isinstance(kinds, str) else tuple(kinds),
+                                     entropy_threshold=entropy_threshold, keep_mapping=keep_mapping,
+                                     phone_regions=(phone_regions,) if isinstance(phone_regions, str)
+                                     else tuple(phone_regions))
         kinds_set = set(self.config.kinds)
         finders: list[Callable[[_Scan], list[Candidate]]] = []
         if "EMAIL" in kinds_set:
@@ -286,13 +289,13 @@ class PIIRedactor:
     def entropy_threshold(self) -> float:
         return self.config.entropy_threshold
 
-    def to_dict(self) -> dict[str, Any]:
+    def _settings(self) -> dict[str, Any]:
         """The configuration (never the session's placeholders or originals)."""
         return self.config.model_dump(mode="json")
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PIIRedactor:
-        return cls(**RedactorConfig(**data).model_dump())
+    def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
+        return cls(**RedactorConfig(**cls._settings_of(data)).model_dump(), **objects)
 
     def __repr__(self) -> str:
         return (f"PIIRedactor(kinds={list(self.kinds)}, entropy_threshold={self.entropy_threshold}, "
@@ -310,7 +313,7 @@ class PIIRedactor:
         self._issued: dict[str, int] = dict.fromkeys(KINDS, 0)
         self._reserved: dict[str, set[int]] = {k: set() for k in KINDS}
         self._originals: dict[str, str] = {}
-        self._stats = {"texts": 0, "chars_in": 0, "chars_out": 0, "seconds": 0.0}
+        self._stats: _Stats = {"texts": 0, "chars_in": 0, "chars_out": 0, "seconds": 0.0}
         self._removed: Counter[str] = Counter()
 
     def _digest(self, kind: str, value: str) -> bytes:
@@ -411,43 +414,6 @@ class PIIRedactor:
     def redact_many(self, texts: Iterable[str]) -> list[RedactionResult]:
         """``redact`` each text in order, in this session (placeholders shared across texts)."""
         return [self.redact(t) for t in texts]
-
-    # ---------------------------------------------------------- fields around a text
-    def mask(self, value: str, counts: Counter[str] | None = None) -> str:
-        """``redact(value).text`` for a short field (a title, a source path, a message id), in this session:
-        a value has one placeholder in the text and in every field, so nothing links a mask back.
-        ``counts`` (if given) is increased by what was masked, by kind."""
-        if not value:
-            return value
-        result = self.redact(value)
-        if counts is not None and result.counts:
-            counts.update(result.counts)
-        return result.text
-
-    def mask_id(self, value: str, counts: Counter[str] | None = None) -> str:
-        """An identifier masked like :meth:`mask`, with ``~`` and a short keyed digest of the original
-        appended when anything was masked. The digest keeps ids unique where they are keys (a document
-        id in the store): ``carol@x.org.txt`` and ``dave@x.org.txt`` masked in two runs are both
-        ``<EMAIL_1>.txt``. It is keyed with this session's random salt, which is never stored, so it
-        cannot be computed back from a guess."""
-        masked = self.mask(value, counts)
-        if masked == value:
-            return value
-        tag = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), key=self._salt, digest_size=4,
-                              person=b"ctxkit-id").hexdigest()
-        return f"{masked}~{tag}"
-
-    def mask_data(self, value: Any, counts: Counter[str] | None = None) -> Any:
-        """Every string in ``value`` (dict keys and values, list items, nested) masked like :meth:`mask`;
-        numbers, booleans and None as they are. For metadata, which is as untrusted as the text."""
-        if isinstance(value, str):
-            return self.mask(value, counts)
-        if isinstance(value, dict):
-            return {self.mask(str(k), counts) if isinstance(k, str) else k: self.mask_data(v, counts)
-                    for k, v in value.items()}
-        if isinstance(value, list | tuple):
-            return type(value)(self.mask_data(v, counts) for v in value)
-        return value
 
     def restore(self, text: str) -> str:
         """Put the originals back in place of this session's placeholders (needs ``keep_mapping=True``)."""

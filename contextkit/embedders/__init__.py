@@ -4,9 +4,12 @@
   the report, long-text windows;
 - :mod:`~contextkit.embedders.sentence_transformers`: :class:`Embedder`, any sentence-transformers model;
 - :mod:`~contextkit.embedders._torch_pipeline`: the pipelined PyTorch encoder (CPU and CUDA);
-- :mod:`~contextkit.embedders._onnx`: the ONNX Runtime encoder for CPUs.
+- :mod:`~contextkit.embedders._onnx`: the ONNX Runtime encoder for CPUs;
+- :func:`embedder_for`: the model an index was built with, as its manifest recorded it.
 """
 
+from contextkit.core.errors import EmbeddingMemoryError
+from contextkit.embedders._for_index import embedder_for
 from contextkit.embedders.base import (
     DEFAULT_MODEL,
     BaseEmbedder,
@@ -17,7 +20,6 @@ from contextkit.embedders.base import (
     window_pieces,
 )
 from contextkit.embedders.sentence_transformers import Embedder
-from contextkit.errors import EmbeddingMemoryError
 
 __all__ = ["DEFAULT_MODEL", "BaseEmbedder", "Embedder", "EmbeddingCache", "EmbeddingMemoryError", "EmbeddingReport",
-           "MemoryCache", "default_model_path", "window_pieces"]
+           "MemoryCache", "default_model_path", "embedder_for", "window_pieces"]

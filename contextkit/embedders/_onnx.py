@@ -1,8 +1,8 @@
 """An ONNX Runtime path for sentence-transformers encoders on CPU.
 
 Why: on a small CPU, PyTorch spends most of a one-query forward pass in per-op
-overhead; ONNX Runtime runs the same graph about 3x faster for a single query
-(all-MiniLM-L6-v2, 2 cores: 20 ms -> 7 ms) and as fast for batches. The vectors
+overhead; ONNX Runtime runs the same graph much faster for a single query
+and as fast for batches (``python bench/bench_retrieval.py latency`` times both backends). The vectors
 are those of the PyTorch model to within 1e-6: the graph is exported from the
 loaded weights (eager attention, so the export is exact), not downloaded.
 
@@ -22,11 +22,12 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from typing import Any
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.atomic import atomic_path
+from contextkit.core.errors import InvalidArgumentError
 
 __all__ = ["OnnxEncoder", "onnx_available"]
 
@@ -161,23 +162,17 @@ def _export(st_model: Any, source: str, target: Path) -> None:
     sample = st_model.tokenizer(["an example sentence to trace"], return_tensors="pt")
     args = tuple(sample[n] for n in names)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".onnx.part")
-    os.close(fd)
-    try:
-        import warnings
+    import warnings
 
-        with warnings.catch_warnings(), torch.inference_mode(False), torch.no_grad():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                _Wrapped(eager), args, tmp, input_names=names, output_names=["last_hidden_state"],
-                dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
-                opset_version=17, dynamo=False,
-            )
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    temporary = f"{target.stem}.{os.getpid()}.{secrets.token_hex(4)}.onnx.part"  # pruned if an export dies
+    with (atomic_path(target, temporary=temporary) as tmp, warnings.catch_warnings(), torch.inference_mode(False),
+          torch.no_grad()):
+        warnings.simplefilter("ignore")
+        torch.onnx.export(
+            _Wrapped(eager), args, str(tmp), input_names=names, output_names=["last_hidden_state"],
+            dynamic_axes={n: {0: "batch", 1: "seq"} for n in [*names, "last_hidden_state"]},
+            opset_version=17, dynamo=False,
+        )
 
 
 class OnnxEncoder:
@@ -207,7 +202,7 @@ class OnnxEncoder:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         opts.log_severity_level = 3
         # Idle threads sleep rather than spin: spinning took the cores from the FAISS
-        # and BM25 steps of a hybrid query (p50 13.5 -> 11.3 ms); batches run as fast.
+        # and BM25 steps of a hybrid query (``python bench/bench_retrieval.py latency``); batches run as fast.
         opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
         self.input_names = [i.name for i in self.session.get_inputs()]

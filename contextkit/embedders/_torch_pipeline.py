@@ -2,12 +2,12 @@
 
 Why: sentence-transformers' ``encode`` tokenises each batch on the calling thread
 between forward passes, so on a GPU the model waits for the CPU (all-MiniLM-L6-v2 on
-1,000-character chunks: ~2,700 chunks/s in fp16 on one H200, where the model alone
-does several times that). Here:
+1,000-character chunks in fp16: the model alone does several times what ``encode``
+delivers; ``python bench/bench_gpu_embed.py`` measures both). Here:
 
 * **Tokenisation in parallel with the model**: a pool of tokenizer workers
   (processes on a GPU: the copy of the Rust tokenizer's output into numpy holds the
-  GIL, which would cap threads near 10,000 chunks/s; one thread on a CPU, where the
+  GIL, which would cap threads below what the GPU takes; one thread on a CPU, where the
   model is the bottleneck) prepares batches ahead of the model.
 * **One tokenisation per text**: a worker tokenises each text once, without special
   tokens, counts its word pieces (for :class:`EmbeddingReport`), and either adds the
@@ -44,8 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from contextkit.core.errors import EmbeddingMemoryError
 from contextkit.embedders.base import window_pieces
-from contextkit.errors import EmbeddingMemoryError
 
 __all__ = ["EmbeddingMemoryError", "PipelineEncoder", "SliceStats", "is_out_of_memory", "pipeline_supported"]
 
@@ -311,7 +311,7 @@ class PipelineEncoder:
             event.synchronize()
         values = host.numpy() * w[:, None]
         if np.unique(rows).size == rows.size:
-            acc[s][rows] += values  # the usual case; ~15x faster than np.add.at
+            acc[s][rows] += values  # the usual case; far faster than np.add.at
         else:
             np.add.at(acc[s], rows, values)
 

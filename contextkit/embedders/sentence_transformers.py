@@ -15,6 +15,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from contextkit.core.errors import (
+    EmbeddingMemoryError,
+    InvalidArgumentError,
+    ModelNotFoundError,
+)
 from contextkit.embedders.base import (
     DEFAULT_MODEL,
     BaseEmbedder,
@@ -23,7 +28,6 @@ from contextkit.embedders.base import (
     default_model_path,
     window_pieces,
 )
-from contextkit.errors import EmbeddingMemoryError, InvalidArgumentError, ModelNotFoundError
 
 __all__ = ["Embedder"]
 
@@ -271,6 +275,7 @@ class Embedder(BaseEmbedder):
             part = todo[lo:hi]
             out[part] = vectors
             if self.cache is not None:
+                assert keys is not None  # computed above whenever there is a cache
                 self.cache.put_vectors({keys[i]: vectors[j] for j, i in enumerate(part)})
             if progress:
                 progress(len(part))

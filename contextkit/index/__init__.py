@@ -1,6 +1,6 @@
 """The index folder: FAISS vectors, a SQLite records store and a JSON manifest."""
 
-from contextkit.errors import (
+from contextkit.core.errors import (
     IndexCorruptError,
     IndexExistsError,
     IndexFolderError,

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
 from contextkit.index import _bm25_legacy as legacy
 from contextkit.index._bm25_files import (
     PostingsMeta,

@@ -24,7 +24,7 @@ __all__ = ["bm25s", "bm25s_model", "check_ranges", "load_model"]
 def bm25s() -> Any:
     """Import bm25s, which sets its own logger to DEBUG on import; keep that out of users' logs.
 
-    Cached: ``setLevel`` clears every logger's cache, 0.6 ms that a query need not pay."""
+    Cached: ``setLevel`` clears every logger's cache, a cost that a query need not pay."""
     import bm25s as module
 
     logging.getLogger("bm25s").setLevel(logging.WARNING)

@@ -1,15 +1,16 @@
 """Durable writes in the index folder, the names of a save's temporary files, and why a write failed.
 
-A leaf shared by :mod:`._index` (the manifest, BM25), :mod:`._vector_files` (the FAISS files),
-:mod:`.verify` (it reports leftovers) and :mod:`.repair` (it removes them).
+Shared by :mod:`._index` (the manifest, BM25), :mod:`._vector_files` (the FAISS files),
+:mod:`.verify` (it reports leftovers) and :mod:`.repair` (it removes them). The writes are
+:mod:`contextkit.core.atomic`'s, under the temporary names below.
 """
 
 from __future__ import annotations
 
 import errno
-import os
 from pathlib import Path
 
+from contextkit.core.atomic import fsync_dir, write_bytes_atomic
 from contextkit.index._faiss_kinds import DELTA_FILES
 
 __all__ = ["ERRNO_REASONS", "LEFTOVERS", "TEMPORARIES", "atomic_write", "fsync_dir", "write_reason"]
@@ -27,24 +28,9 @@ ERRNO_REASONS = {
 }
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename in ``folder`` durable (a crash after it then keeps the new name)."""
-    dir_fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
-
-
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, fsync it, rename it into place."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
+    """Write ``data`` to ``path`` through ``<name>.tmp`` beside it, fsynced, renamed, the folder fsynced."""
+    write_bytes_atomic(path, data, temporary=path.name + ".tmp")
 
 
 def write_reason(exc: BaseException) -> str:

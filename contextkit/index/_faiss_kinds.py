@@ -9,8 +9,8 @@ rowids, plus two ``.npy`` files beside ``vectors.faiss``:
 
 A query asks IVF-PQ for ``refine`` candidates (``nprobe`` lists), reads their float16
 rows and re-scores them exactly: PQ alone orders near neighbours of clustered
-embeddings poorly (Recall@10 ~0.5 at 10M), the re-scoring recovers what the probed
-lists hold (0.96 with nprobe 8, refine 100 at 10M, 8.8 ms p50; 0.98 with refine 200, the default). On open, the IVF file is
+embeddings poorly, the re-scoring recovers what the probed lists hold (Recall@10 and
+latency per nprobe and refine: ``python bench/bench_10m.py``). On open, the IVF file is
 read with ``IO_FLAG_MMAP | IO_FLAG_READ_ONLY`` and both ``.npy`` files are memory-mapped,
 so opening costs milliseconds whatever the size.
 
@@ -38,7 +38,7 @@ import os
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -55,7 +55,7 @@ IVFPQ_FILES = ("vectors.f16.npy", "vectors.ids.npy")
 #: vectors (float32) and their rowids, and the build's rowids removed since (all ascending).
 DELTA_FILES = ("vectors.delta.npy", "vectors.delta_ids.npy", "vectors.deleted.npy")
 #: Changes kept beside a build before the next save rebuilds it: this share of its vectors, and at most
-#: this many added vectors (searched exactly: 100,000 x 384 float32 is 154 MB, ~10 ms a query on one core).
+#: this many added vectors (searched exactly: 100,000 x 384 float32 is 154 MB, all scanned by every query).
 DELTA_SHARE, DELTA_MAX = 0.10, 100_000
 
 
@@ -68,17 +68,17 @@ def default_nlist(n: int) -> int:
     """About sqrt(n) lists, a power of two, from 64 to 2048 (20k: 128, 1M: 1024, 10M: 2048).
 
     Why the cap: adding a vector compares it with every list's centroid; at 10M vectors and
-    4096 lists that is ~13 minutes on two cores (bench/bench_10m.py)."""
+    4096 lists that step alone takes a large share of the build (bench/bench_10m.py)."""
     return int(min(2048, max(64, 2 ** round(np.log2(np.sqrt(max(n, 1)))))))
 
 
 def default_pq_m(dim: int, n: int) -> int:
     """PQ sub-vectors for ``n`` vectors: 4-d sub-vectors (96 for 384-d) from 500,000 vectors, 8-d below.
 
-    Why: on 10M embedding-like vectors PQ96 needed 5x fewer candidates re-scored than PQ48
+    Why: on embedding-like vectors PQ96 needed far fewer candidates re-scored than PQ48
     for the same recall (bench/bench_10m.py --quick); but FAISS 1.15 trains 4-d codebooks
-    pathologically slowly on small samples (PQ96 on 20,000 vectors: 196 s; PQ48: 12 s, 2 busy
-    cores), and at that size re-scoring 100 candidates recovers the recall anyway.
+    pathologically slowly on small samples (timed by hand, PQ96 against PQ48 on 20,000
+    vectors), and at that size re-scoring 100 candidates recovers the recall anyway.
     Falls back to the largest divisor of ``dim`` below the target."""
     target = max(1, dim // 4 if n >= 500_000 else dim // 8)
     return next(m for m in range(target, 0, -1) if dim % m == 0)
@@ -86,16 +86,20 @@ def default_pq_m(dim: int, n: int) -> int:
 
 #: A filter that allows at most this many chunks is searched exactly over their vectors (see
 #: :func:`filtered_params` for wider ones). Why: an approximate index finds a selective filter's
-#: chunks poorly, since most of what it visits is filtered out: on 20,000 clustered vectors,
-#: Recall@10 was 0.26 (HNSW) and 0.47 (IVF-PQ) with 100 chunks allowed, 0.63 / 0.89 with 400.
-#: Exact costs ~11 us a vector from the store (~45 ms at this size), less from ivfpq's rows.
+#: chunks poorly, since most of what it visits is filtered out (Recall@10 of
+#: both paths per index type and share allowed: ``python bench/bench_filtered.py``). Exact search
+#: reads every allowed vector from the store (less from ivfpq's rows): its cost grows with this size.
 EXACT_FILTER_MAX = 4096
 #: ... and at most this share of the index: above it, the widened approximate search finds them all
-#: faster than reading their vectors (HNSW, 2,000 of 20,000 allowed: Recall@10 1.000 either way,
-#: 0.6 ms against 17 ms; ``python bench/bench_filtered.py``).
+#: faster than reading their vectors, with the same recall (``python bench/bench_filtered.py``).
 EXACT_FILTER_SHARE = 0.05
 #: How much wider an approximate search looks for a filtered query, at most (see :func:`filtered_params`).
 FILTER_WIDEN_MAX = 64
+
+# Typing: FAISS's own stubs (faiss/__init__.pyi, 1.15) declare every ``SearchParameters*`` constructor
+# without arguments, though its SWIG wrapper takes the fields as keyword arguments (the documented way,
+# ``SearchParametersIVF(sel=..., nprobe=...)``), and omit ``SearchParametersHNSW`` and ``PyCallbackIOWriter``,
+# which the module has: those calls carry ``# type: ignore[call-arg]`` / ``[attr-defined]``.
 
 
 def filtered_params(index: Any, allowed: np.ndarray) -> Any:
@@ -113,21 +117,25 @@ def filtered_params(index: Any, allowed: np.ndarray) -> Any:
     inner = faiss.downcast_index(index.index) if isinstance(index, (faiss.IndexIDMap, SkippingIndex)) else index
     total = max(1, int(index.ntotal))
     widen = float(min(FILTER_WIDEN_MAX, max(1.0, np.sqrt(total / max(1, len(allowed))))))
+    params: Any  # a faiss SearchParameters*, which also carries the selector (below)
     if isinstance(index, RefinedIVFPQ):
-        params = faiss.SearchParametersIVF(sel=sel, nprobe=min(index.nlist, int(np.ceil(index.nprobe * widen))))
+        nprobe = min(index.nlist, int(np.ceil(index.nprobe * widen)))
+        params = faiss.SearchParametersIVF(sel=sel, nprobe=nprobe)  # type: ignore[call-arg]
     elif isinstance(inner, faiss.IndexIVF):
-        params = faiss.SearchParametersIVF(sel=sel, nprobe=min(inner.nlist, int(np.ceil(inner.nprobe * widen))))
+        nprobe = min(inner.nlist, int(np.ceil(inner.nprobe * widen)))
+        params = faiss.SearchParametersIVF(sel=sel, nprobe=nprobe)  # type: ignore[call-arg]
     elif isinstance(inner, faiss.IndexHNSW):
-        params = faiss.SearchParametersHNSW(sel=sel, efSearch=int(np.ceil(inner.hnsw.efSearch * widen)))
+        ef = int(np.ceil(inner.hnsw.efSearch * widen))
+        params = faiss.SearchParametersHNSW(sel=sel, efSearch=ef)  # type: ignore[attr-defined]
     else:
-        params = faiss.SearchParameters(sel=sel)
+        params = faiss.SearchParameters(sel=sel)  # type: ignore[call-arg]
     params._contextkit_sel = sel  # the selector must live as long as the parameters
     return params
 
 
 def _skip_selector(deleted: np.ndarray) -> tuple[Any, Any]:
     """``(batch, not-batch)`` selectors that skip ``deleted``; built once per set (a hash set of its
-    rowids: ~5 ms for 100,000), kept with the index, read-only while searched."""
+    rowids, too costly to build per query), kept with the index, read-only while searched."""
     import faiss
 
     gone = faiss.IDSelectorBatch(np.ascontiguousarray(deleted, dtype=np.int64))
@@ -145,7 +153,7 @@ class SkippingIndex:
     """An ``IndexIDMap2`` over HNSW whose removed rowids are skipped at search, not removed.
 
     Why: FAISS's HNSW cannot remove a vector, and rebuilding the graph after every removal
-    costs ~15 s per 100,000 vectors on 2 cores; added vectors go into the graph in place.
+    is slow (``python bench/bench_index_update.py --kind hnsw``); added vectors go into the graph in place.
     Removed rowids are kept (saved as ``vectors.deleted.npy``) and excluded by an
     ``IDSelector`` until they reach :data:`DELTA_SHARE` of the graph, when the next save
     rebuilds it. Rowids are never reused, so a skipped rowid never comes back.
@@ -174,13 +182,14 @@ class SkippingIndex:
     def search(self, x: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
         import faiss
 
-        inner = faiss.downcast_index(self.index)
+        inner = cast("faiss.IndexHNSW", faiss.downcast_index(self.index))  # only HNSW is wrapped so
         skip = self._skip = self._skip or _skip_selector(self.deleted)  # a local keeps it alive meanwhile
         both = _also_skipping(getattr(params, "sel", None) if params is not None else None, skip)
         ef = getattr(params, "efSearch", 0) or inner.hnsw.efSearch
         # a wider search: about this many of the visited entries are skipped
         ef = int(np.ceil(ef * self.idmap.ntotal / max(1, self.ntotal)))
-        return self.idmap.search(x, k, params=faiss.SearchParametersHNSW(sel=both, efSearch=ef))
+        wider = faiss.SearchParametersHNSW(sel=both, efSearch=ef)  # type: ignore[attr-defined]
+        return self.idmap.search(x, k, params=wider)
 
 
 def search_faiss(index: Any, queries: np.ndarray, k: int, params: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -188,7 +197,7 @@ def search_faiss(index: Any, queries: np.ndarray, k: int, params: Any = None) ->
 
     Why: after a parallel region FAISS's OpenMP threads spin, and on a small CPU
     they steal the cores the next step needs (the query embedding of the next
-    request ran 50% slower, the search itself 3x). One query gains nothing from
+    request ran slower, and so did the search itself). One query gains nothing from
     threads. ``omp_set_num_threads`` applies to the calling thread only.
     """
     import faiss
@@ -292,13 +301,15 @@ class RefinedIVFPQ:
         if len(self.deleted):
             skip = self._skip = self._skip or _skip_selector(self.deleted)  # a local keeps it alive meanwhile
             main_sel = _also_skipping(sel, skip)
-        ivf_params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist), sel=main_sel) \
-            if main_sel is not None else faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))
+        if main_sel is not None:
+            ivf_params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist), sel=main_sel)  # type: ignore[call-arg]
+        else:
+            ivf_params = faiss.SearchParametersIVF(nprobe=min(nprobe, self.nlist))  # type: ignore[call-arg]
         scores, found = self._search_built(x, k, ivf_params)
         if self.delta is not None:  # exact over what was added since the build, then one ranking
             kd = min(k, int(self.delta.ntotal))
-            d_scores, d_ids = self.delta.search(x, kd, params=faiss.SearchParameters(sel=sel) if sel is not None
-                                                else None)
+            exact = faiss.SearchParameters(sel=sel) if sel is not None else None  # type: ignore[call-arg]
+            d_scores, d_ids = self.delta.search(x, kd, params=exact)
             scores, found = _merge(scores, found, d_scores, d_ids, k)
         return scores, found
 
@@ -426,7 +437,7 @@ def build_ivfpq(batches: Iterable[tuple[np.ndarray, np.ndarray]], n: int, dim: i
 def _train(batches: Iterable[tuple[np.ndarray, np.ndarray]], n: int, dim: int, nlist: int, m: int, nbits: int) -> Any:
     """k-means for the lists and the PQ codebooks, on a strided sample of max(65,536, 50 x nlist) vectors.
 
-    Why at least 65,536: FAISS's PQ trained 8x slower on 25,600 vectors than on 65,536
+    Why at least 65,536: FAISS's PQ trained much slower on 25,600 vectors than on 65,536
     (bench/bench_10m.py); strided rather than the first ones: the store is in ingestion
     order, so the first vectors are the first files."""
     import faiss

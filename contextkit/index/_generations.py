@@ -33,7 +33,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextkit.errors import IndexCorruptError, IndexFolderError
+from contextkit.core.errors import IndexCorruptError, IndexFolderError
 
 __all__ = ["GenerationFiles", "Lease", "collect_generations", "generation_manifest", "lease_current",
            "read_manifest_bytes", "writer_active"]

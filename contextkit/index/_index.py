@@ -63,7 +63,8 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.errors import (
+from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.errors import (
     IndexCorruptError,
     IndexExistsError,
     IndexFolderError,
@@ -73,6 +74,7 @@ from contextkit.errors import (
     IndexWriteError,
     InvalidArgumentError,
 )
+from contextkit.core.records import Chunk, Document, ScoredChunk
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._bm25_sync import saved_bm25, synced_bm25
 from contextkit.index._checksums import FileSum
@@ -84,6 +86,7 @@ from contextkit.index._disk import (
     write_reason,
 )
 from contextkit.index._faiss_kinds import search_faiss
+from contextkit.index._filters import FilterValue, matching_rowids
 from contextkit.index._generations import (
     Lease,
     collect_generations,
@@ -107,7 +110,6 @@ from contextkit.index._snapshot import (
 )
 from contextkit.index._store import RecordStore, in_transaction
 from contextkit.index._vector_files import VectorFiles, generation_name
-from contextkit.records import Chunk, Document, ScoredChunk
 
 __all__ = ["Index"]
 
@@ -148,7 +150,7 @@ class Index(SnapshotReader):
     # ----------------------------------------------------------- lifecycle
     @classmethod
     def create(cls, path: str | Path, *, model: str, dim: int, embedder: dict[str, Any] | None = None,
-               tokenizer: str = "cl100k_base", chunker: dict[str, Any] | None = None,
+               tokenizer: str = DEFAULT_TOKENIZER, chunker: dict[str, Any] | None = None,
                index_type: IndexType = "flat", redact: bool = False) -> Index:
         folder = Path(path)
         if (folder / "manifest.json").exists():
@@ -400,6 +402,67 @@ class Index(SnapshotReader):
         removed = self.store.delete_file(path)
         self.remove_vectors(removed)
         return len(removed)
+
+    def delete_chunks(self, chunk_ids: Sequence[str]) -> int:
+        """Remove chunks by their ids (inside :meth:`transaction`); returns how many went.
+
+        Why: a caller storing nodes of its own (the LlamaIndex vector store) replaces single
+        chunks, not whole documents. They leave the way a deleted document's do: their rows
+        retire (a reader of an older generation still finds them), FAISS and BM25 drop them;
+        their documents stay. Ids not in the index are ignored."""
+        self._check_writable()
+        removed = self.store.delete_chunks(chunk_ids)
+        self.remove_vectors(removed)
+        return len(removed)
+
+    def stored_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The vectors the store keeps under those of ``keys`` it has (the embedder's :meth:`cache_key`).
+
+        Why: the store is also the embedding cache; ingestion embeds only the texts missing here."""
+        return self.store.get_vectors(keys)
+
+    def put_vectors(self, vectors: dict[str, np.ndarray]) -> None:
+        """Keep ``vectors`` under their keys (a key already held keeps its vector).
+
+        Outside a transaction each call commits at once, so embedding work survives a crash
+        (the next run finds it with :meth:`stored_vectors`); inside :meth:`transaction` it goes
+        with it. Chunks then point at them (:meth:`add_chunks` with ``store_vectors=False``).
+        Why a method: ingestion hands vectors to the index through its API, never by making
+        the store its embedder's cache."""
+        self._check_writable()
+        dim = self.manifest.dim
+        bad = [k for k, v in vectors.items() if np.shape(v) != (dim,)]
+        if bad:
+            raise InvalidArgumentError(f"vector {bad[0]!r} has shape {np.shape(vectors[bad[0]])}, index dim {dim}")
+        self.store.put_vectors(vectors)
+
+    def rowids_matching(self, *, doc_ids: Sequence[str] | None = None,
+                        metadata: dict[str, FilterValue] | None = None,
+                        source_glob: str | None = None) -> np.ndarray:
+        """The rowids of the chunks meeting every given condition, as a filtered search takes them.
+
+        ``doc_ids``: of these documents; ``metadata``: each field equals the value given (an
+        unknown field raises :class:`~contextkit.errors.RetrievalError` naming the known ones);
+        ``source_glob``: an ``fnmatch`` glob over the document id or its source path. A reader
+        serving an older generation than the store's gets its generation's chunks (ascending).
+        Why here: filters are data, compiled to SQL inside the index (:mod:`._filters`), so
+        ``contextkit.retrievers.Filters`` holds no SQL."""
+        snapshot = self.snapshot_rowids()
+        rowids = matching_rowids(self.store, doc_ids=doc_ids, metadata=metadata, source_glob=source_glob,
+                                 retired=snapshot is not None)
+        if snapshot is not None:
+            rowids = np.sort(rowids[np.isin(rowids, snapshot)])
+        return rowids
+
+    def chunk_doc_ids(self) -> dict[int, str]:
+        """``{rowid: doc_id}`` of every chunk: how evaluation maps search hits (rowids) to documents."""
+        return self.store.chunk_doc_ids()
+
+    def document_sources(self, doc_ids: Sequence[str] | set[str]) -> dict[str, str]:
+        """``{doc_id: source path}`` of those of ``doc_ids`` the index holds; an empty source is left out.
+
+        Why: a retriever names each hit's source file without reading the store's tables itself."""
+        return {d: s for d, s in self.store.document_sources(doc_ids).items() if s}
 
     def save(self, force: bool = False) -> None:
         """Write the FAISS file, the BM25 folder and the manifest atomically (the store is already durable).

@@ -16,7 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from contextkit.errors import IndexCorruptError
+from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.errors import IndexCorruptError
 from contextkit.index._bm25 import BM25Config
 from contextkit.index._checksums import FileSum, sqlite_header_problem
 
@@ -47,7 +48,7 @@ class IndexManifest(BaseModel):
     model: str
     dim: int = Field(ge=1, le=MAX_DIM)
     embedder: dict[str, Any] = Field(default_factory=dict)
-    tokenizer: str = "cl100k_base"
+    tokenizer: str = DEFAULT_TOKENIZER
     chunker: dict[str, Any] = Field(default_factory=dict)
     redact: bool = Field(default=False, description="PII was masked before chunking (contextkit ingest --redact)")
     index_type: IndexType = "flat"

@@ -59,7 +59,8 @@ def text_hash_mismatches(db: sqlite3.Connection) -> tuple[int, list[str]]:
         rows = db.execute(sql)
     except sqlite3.OperationalError:  # a store made before chunk hashes
         return 0, []
-    bad, named = 0, []
+    bad = 0
+    named: list[str] = []
     for cid, file, header, text, sha in rows:
         digest = hashlib.sha256(bytes(header or b"") + b"\0" + bytes(text or b"")).hexdigest()[:32]
         if digest != sha:
@@ -71,7 +72,9 @@ def text_hash_mismatches(db: sqlite3.Connection) -> tuple[int, list[str]]:
 
 def counts_differ(manifest_counts: dict[str, int], db: sqlite3.Connection) -> str | None:
     """The manifest's counts against the store's own, when they describe the same generation."""
-    q = lambda sql: int(db.execute(sql).fetchone()[0] or 0)
+    def q(sql: str) -> int:
+        return int(db.execute(sql).fetchone()[0] or 0)
+
     actual = {"files": q("SELECT COUNT(*) FROM files"), "documents": q("SELECT COUNT(*) FROM documents"),
               "chunks": q("SELECT COUNT(*) FROM chunks"), "tokens": q("SELECT SUM(tokens) FROM chunks"),
               "vectors": q("SELECT COUNT(*) FROM vectors")}

@@ -17,16 +17,17 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Self
 
 import numpy as np
 
-from contextkit.errors import IndexCorruptError, IndexMismatchError
+from contextkit.core.errors import IndexCorruptError, IndexMismatchError
 from contextkit.index._bm25 import BM25Index
 from contextkit.index._bm25_sync import saved_bm25
 from contextkit.index._checksums import npy_shape
 from contextkit.index._generations import Lease, lease_current, writer_active
 from contextkit.index._manifest import FORMAT_VERSION, IndexManifest, describe_invalid
+from contextkit.index._store import RecordStore
 from contextkit.index._vector_files import VectorFiles
 
 __all__ = ["Snapshot", "SnapshotReader", "manifest_stamp", "parse_manifest"]
@@ -108,11 +109,12 @@ class SnapshotReader:
 
     path: Path
     read_only: bool
-    store: Any
+    store: RecordStore
     _view: Snapshot
     _views_lock: threading.Lock
     _pinned: threading.local
     _saved_generation: int | None
+    _lock_fd: int | None  # the writer's lock file (Index.__init__)
 
     def _build_bm25(self, generation: int) -> BM25Index:  # pragma: no cover  (Index's)
         raise NotImplementedError
@@ -144,7 +146,7 @@ class SnapshotReader:
         return self._current().generation
 
     @contextmanager
-    def snapshot(self) -> Iterator[Any]:
+    def snapshot(self) -> Iterator[Self]:
         """Pin one committed generation for the block: every search, BM25 look-up and store read in it
         answers from that generation, whatever a writer commits meanwhile.
 

@@ -27,9 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.errors import StoreCorruptError, StoreWriteError
+from contextkit.core.errors import StoreCorruptError, StoreWriteError
+from contextkit.core.records import Chunk
 from contextkit.index._manifest import ro_uri
-from contextkit.records import Chunk
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -110,11 +110,12 @@ def translate_error(exc: sqlite3.Error, path: Path) -> Exception | None:
     name = _error_name(exc)
     if "could not decode to utf-8" in str(exc).lower():  # a text whose bytes were damaged
         column = str(exc).split("column ")[-1].split(" ")[0] if "column " in str(exc) else "a text column"
-        err: Exception = StoreCorruptError(
+        err: sqlite3.DatabaseError = StoreCorruptError(
             f"{path}: {column} holds bytes that are not UTF-8 (damaged or changed outside contextkit); "
             f"`contextkit verify --index {path.parent}` lists the chunks; re-ingest their files", file=path.name)
-        err.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)  # type: ignore[attr-defined]
-        err.sqlite_errorname = name  # type: ignore[attr-defined]
+        # typeshed says int, but an error SQLite did not raise has no code at all: None then.
+        err.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)  # type: ignore[assignment]
+        err.sqlite_errorname = name
         return err
     if name.startswith(_CORRUPTION):
         err = StoreCorruptError(
@@ -127,8 +128,9 @@ def translate_error(exc: sqlite3.Error, path: Path) -> Exception | None:
         err = StoreWriteError(
             f"{path}: could not write the records store: {reason} (SQLite: {exc}); the transaction was not "
             "kept, so the index keeps its last committed state")
-    err.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)  # type: ignore[attr-defined]
-    err.sqlite_errorname = name  # type: ignore[attr-defined]
+    # typeshed says int, but an error SQLite did not raise has no code at all: None then.
+    err.sqlite_errorcode = getattr(exc, "sqlite_errorcode", None)  # type: ignore[assignment]
+    err.sqlite_errorname = name
     return err
 
 
@@ -139,19 +141,19 @@ class _Cursor(sqlite3.Cursor):
         translated = translate_error(exc, self.connection.store_path)  # type: ignore[attr-defined]
         return translated if translated is not None else exc
 
-    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:  # type: ignore[override]
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
         try:
-            return super().execute(sql, parameters)  # type: ignore[return-value]
+            return super().execute(sql, parameters)
         except sqlite3.DatabaseError as exc:
             raise self._fail(exc) from exc
 
-    def executemany(self, sql: str, seq: Any, /) -> _Cursor:  # type: ignore[override]
+    def executemany(self, sql: str, seq: Any, /) -> _Cursor:
         try:
-            return super().executemany(sql, seq)  # type: ignore[return-value]
+            return super().executemany(sql, seq)
         except sqlite3.DatabaseError as exc:
             raise self._fail(exc) from exc
 
-    def executescript(self, script: str, /) -> _Cursor:  # type: ignore[override]
+    def executescript(self, script: str, /) -> _Cursor:
         try:
             return super().executescript(script)  # type: ignore[return-value]
         except sqlite3.DatabaseError as exc:
@@ -187,16 +189,16 @@ class _Connection(sqlite3.Connection):
 
     store_path: Path
 
-    def cursor(self, factory: Any = _Cursor) -> Any:  # type: ignore[override]
+    def cursor(self, factory: Any = _Cursor) -> Any:
         return super().cursor(factory)
 
-    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:  # type: ignore[override]
+    def execute(self, sql: str, parameters: Any = (), /) -> _Cursor:
         return self.cursor().execute(sql, parameters)
 
-    def executemany(self, sql: str, seq: Any, /) -> _Cursor:  # type: ignore[override]
+    def executemany(self, sql: str, seq: Any, /) -> _Cursor:
         return self.cursor().executemany(sql, seq)
 
-    def executescript(self, script: str, /) -> _Cursor:  # type: ignore[override]
+    def executescript(self, script: str, /) -> _Cursor:
         return self.cursor().executescript(script)
 
 
@@ -263,7 +265,7 @@ class RecordStore:
         self.has_retired = read_only is False or self.db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'retired_chunks'").fetchone() is not None
 
-    def _connect(self) -> sqlite3.Connection:
+    def _connect(self) -> _Connection:
         """A connection: read-write, or for a reader ``mode=ro`` (it never creates or changes a file, so a
         read-only folder or mount works). ``trusted_schema`` off: a crafted store's views and triggers
         cannot run our functions."""
@@ -362,6 +364,41 @@ class RecordStore:
         self.db.execute("DELETE FROM files WHERE path = ?", (path,))
         return removed
 
+    def file_sources(self) -> dict[str, str]:
+        """``{file: source path}``, one document's source per file documents were loaded from.
+
+        Why: ingestion recognises a file named another way (``docs`` then ``/abs/docs``) by the real
+        path its documents recorded, and keeps the id the file was first stored under."""
+        return dict(self.db.execute("SELECT file, source FROM documents WHERE file IS NOT NULL GROUP BY file"))
+
+    def unfinished_files(self) -> list[str]:
+        """Files some documents came from that have no ``files`` row: a streamed file whose run stopped
+        before its last part (which records the hash). Why: ``--prune`` removes them once not an input."""
+        return [row[0] for row in self.db.execute(
+            "SELECT DISTINCT file FROM documents WHERE file IS NOT NULL AND file NOT IN (SELECT path FROM files)")]
+
+    def recorded_files(self) -> set[str]:
+        """Every file path the store names: recorded files and the files documents came from."""
+        paths = {row[0] for row in self.db.execute("SELECT path FROM files")}
+        return paths | {row[0] for row in self.db.execute("SELECT DISTINCT file FROM documents WHERE file IS NOT NULL")}
+
+    def rename_file(self, old: str, new: str) -> None:
+        """Record file ``old`` and its documents under the path ``new`` (inside a transaction).
+
+        Why: a redacting index names files by masked ids; rows an older run wrote under the real
+        path take the masked one (see :mod:`contextkit.ingestion._file_keys`)."""
+        self.db.execute("UPDATE files SET path = ? WHERE path = ?", (new, old))
+        self.db.execute("UPDATE documents SET file = ? WHERE file = ?", (new, old))
+
+    def file_vector_keys(self, file: str) -> list[str]:
+        """The distinct vector keys of the chunks of the documents loaded from ``file``.
+
+        Why: the Ray runner tells its workers which vectors the index holds for a changed file, so
+        text that did not change is not embedded again."""
+        rows = self.db.execute("SELECT DISTINCT c.vector_key FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                               "WHERE d.file = ?", (file,))
+        return [r[0] for r in rows]
+
     # ------------------------------------------------------------ documents
     def document_ids(self, file: str | None = None) -> list[str]:
         if file is None:
@@ -387,6 +424,16 @@ class RecordStore:
         self.db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
         return ids
 
+    def document_sources(self, doc_ids: Iterable[str]) -> dict[str, str]:
+        """``{doc_id: source path}`` of those of ``doc_ids`` the store holds (a source may be empty)."""
+        ids = sorted(set(doc_ids))
+        out: dict[str, str] = {}
+        for lo in range(0, len(ids), 500):  # SQLite's limit on bound parameters
+            part = ids[lo : lo + 500]
+            marks = ",".join("?" * len(part))
+            out.update(self.db.execute(f"SELECT id, source FROM documents WHERE id IN ({marks})", part))
+        return out
+
     # --------------------------------------------------------------- chunks
     def add_chunks(self, chunks: Sequence[Chunk], vector_keys: Sequence[str]) -> list[int]:
         rows = [
@@ -401,8 +448,34 @@ class RecordStore:
                 " vector_key, text_sha) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 row,
             )
+            assert cur.lastrowid is not None  # every INSERT that returns sets it
             ids.append(int(cur.lastrowid))
         return ids
+
+    def delete_chunks(self, chunk_ids: Iterable[str]) -> list[int]:
+        """Remove chunks by their ids, as :meth:`delete_document` removes a document's: the rows move to
+        ``retired_chunks`` for readers of older generations. Returns the removed rowids; their
+        documents stay. Why: a caller that stores chunks of its own (the LlamaIndex vector store)
+        replaces nodes one by one, not whole documents."""
+        ids = list(dict.fromkeys(chunk_ids))
+        removed: list[int] = []
+        gen = self.generation()
+        for lo in range(0, len(ids), 500):
+            part = ids[lo : lo + 500]
+            marks = ",".join("?" * len(part))
+            rowids = [r[0] for r in self.db.execute(f"SELECT rowid FROM chunks WHERE id IN ({marks})", part)]
+            if not rowids:
+                continue
+            self.db.execute(f"INSERT OR REPLACE INTO retired_chunks ({_CHUNK_COLS}, vector_key, text_sha, last_gen) "
+                            f"SELECT {_CHUNK_COLS}, vector_key, text_sha, ? FROM chunks WHERE id IN ({marks})",
+                            [gen, *part])
+            self.db.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
+            removed += rowids
+        return removed
+
+    def chunk_doc_ids(self) -> dict[int, str]:
+        """``{rowid: doc_id}`` of every live chunk: how a search hit maps to its document (evaluation)."""
+        return dict(self.db.execute("SELECT rowid, doc_id FROM chunks"))
 
     def chunks_by_rowid(self, rowids: Iterable[int]) -> dict[int, Chunk]:
         """The chunks of these rowids, live or retired (a reader of an older generation asks for those)."""
@@ -507,7 +580,9 @@ class RecordStore:
 
     # ---------------------------------------------------------------- counts
     def counts(self) -> dict[str, int]:
-        q = lambda sql: int(self.db.execute(sql).fetchone()[0] or 0)
+        def q(sql: str) -> int:
+            return int(self.db.execute(sql).fetchone()[0] or 0)
+
         return {
             "files": q("SELECT COUNT(*) FROM files"),
             "documents": q("SELECT COUNT(*) FROM documents"),

@@ -22,7 +22,8 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.errors import IndexCorruptError, IndexMismatchError
+from contextkit.core.atomic import atomic_file
+from contextkit.core.errors import IndexCorruptError, IndexMismatchError
 from contextkit.index._checksums import (
     FileSum,
     check_file,
@@ -70,11 +71,11 @@ def bm25_rowid_count(path: Path) -> int | None:
 
 log = logging.getLogger(__name__)
 
-#: ``index_type="auto"`` switches from exact search to HNSW here. Why 50,000: on 2 cores an
-#: exact search costs ~1.5 ms per 10k vectors (8 ms at 50k), while a hybrid query's whole
-#: budget is 15 ms of which the query embedding takes ~9; HNSW (M=32, efSearch=128) then
-#: answers in ~1 ms with Recall@10 >= 0.998 at 100k and 0.979 at 1M embedding-like vectors
-#: (bench/bench_retrieval.py ann), at the cost of ~15 s of build per 100k vectors.
+#: ``index_type="auto"`` switches from exact search to HNSW here. Why 50,000: an exact search's cost grows
+#: with the vectors, and around this size it takes a large share of a hybrid query's 15 ms budget
+#: beside the query embedding (``python bench/bench_retrieval.py latency``); HNSW (M=32,
+#: efSearch=128) then answers far faster with almost exact Recall@10 on embedding-like vectors,
+#: at the cost of a slower build (``python bench/bench_retrieval.py ann``).
 AUTO_HNSW_FROM = 50_000
 
 
@@ -203,7 +204,7 @@ class VectorFiles:
     def _exact_rowids(self, query: np.ndarray, n: int, allowed: np.ndarray) -> list[tuple[int, float]]:
         """Exact scores over the allowed chunks' vectors (ivfpq: its float16 rows, as its re-scoring uses)."""
         vectors = self.faiss.vectors(allowed) if isinstance(self.faiss, RefinedIVFPQ) else \
-            self.store.vectors_by_rowid(allowed)
+            self.store.vectors_by_rowid(allowed.tolist())
         scores = vectors @ query
         best = np.argsort(-scores, kind="stable")[:n]  # ties: the lower rowid first
         return [(int(allowed[i]), float(scores[i])) for i in best]
@@ -247,7 +248,7 @@ class VectorFiles:
                 return load_delta(built, self.path, paths) if all(name in sums for name in DELTA_FILES) else built
             index = faiss.read_index(str(file))
             if DELTA_FILES[2] in sums:  # hnsw: rowids skipped since its build
-                index = SkippingIndex(index, np.load(paths[DELTA_FILES[2]], allow_pickle=False))
+                return SkippingIndex(index, np.load(paths[DELTA_FILES[2]], allow_pickle=False))
             return index
         except (RuntimeError, ValueError, OSError) as exc:
             raise IndexCorruptError(f"{file}: unreadable by FAISS ({write_reason(exc)}); "
@@ -340,8 +341,8 @@ class VectorFiles:
             quantizer = faiss.IndexFlatIP(self.manifest.dim)
             ivf = faiss.IndexIVFFlat(quantizer, self.manifest.dim, nlist, faiss.METRIC_INNER_PRODUCT)
             ivf.train(vecs)
-            # 2*sqrt(nlist) lists (126 of 4,000 at 1M vectors): recall@10 1.00 on embedding-like
-            # vectors in bench_retrieval.py ann, where 16 already gave 0.977 (nlist/4 was 8x slower).
+            # 2*sqrt(nlist) lists (126 of 4,000 at 1M vectors): full recall@10 on embedding-like
+            # vectors in bench_retrieval.py ann, where 16 already came close (nlist/4 was much slower).
             ivf.nprobe = ivf_nprobe(nlist)
             index = faiss.IndexIDMap2(ivf)
         else:
@@ -370,6 +371,7 @@ class VectorFiles:
         built = build_ivfpq(self.store.iter_chunk_vectors(), n, m.dim, m.ivfpq_m or default_pq_m(m.dim, n),
                             m.ivfpq_nbits, m.ivfpq_nprobe, m.ivfpq_refine, work, previous,
                             sample_batches=self.store.iter_chunk_vectors())
+        assert built.raw_path is not None  # a build always writes its float16 rows to a file
         if self.read_only:  # mapped already: the file goes when the map does
             built.raw_path.unlink()
             shutil.rmtree(work, ignore_errors=True)
@@ -462,12 +464,8 @@ class VectorFiles:
         for name, array in arrays.items():
             final = self.path / generation_name(name, gen)
             self.written[name] = final.name
-            tmp = final.with_name(final.name + ".tmp")
-            with open(tmp, "wb") as fh:
+            with atomic_file(final, temporary=final.name + ".tmp", sync_folder=False) as fh:
                 np.save(fh, array, allow_pickle=False)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, final)
             sums[name] = file_sum(final)
         fsync_dir(self.path)
         return sums
@@ -478,19 +476,14 @@ class VectorFiles:
 
         final = self.path / generation_name("vectors.faiss", gen)
         self.written["vectors.faiss"] = final.name
-        tmp = final.with_name(final.name + ".tmp")
         digest = hashlib.sha256()
-        with open(tmp, "wb") as fh:
+        with atomic_file(final, temporary=final.name + ".tmp") as fh:
             def write(data: bytes) -> int:
                 fh.write(data)
                 digest.update(data)
                 return len(data)
 
-            writer = faiss.PyCallbackIOWriter(write)
+            writer = faiss.PyCallbackIOWriter(write)  # type: ignore[attr-defined]  # missing from faiss's stubs
             faiss.write_index(index, writer)  # an OSError in ``write`` comes back as itself
             del writer
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, final)
-        fsync_dir(self.path)
         return file_sum(final, sha256=digest.hexdigest())

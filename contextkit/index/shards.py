@@ -53,12 +53,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from contextkit.errors import IndexFolderError, IndexMismatchError, InvalidArgumentError
+from contextkit.core.errors import IndexFolderError, IndexMismatchError, InvalidArgumentError
+from contextkit.core.records import ScoredChunk
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._faiss_kinds import search_faiss
 from contextkit.index._index import Index
 from contextkit.index._manifest import IndexManifest
-from contextkit.records import ScoredChunk
 
 __all__ = ["ShardHit", "ShardedIndex"]
 

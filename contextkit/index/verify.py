@@ -11,8 +11,8 @@ other file is derived from it and stamped with the store's *generation*:
   :meth:`Index.open` compares sizes and hashes before reading anything: the full
   SHA-256 for files up to :data:`FULL_CHECK_ON_OPEN` (8 MiB), the sample and spread
   hashes for larger ones, so opening a 15 GB FAISS file (10M vectors of 384 floats)
-  costs 3 MiB of reads (a few ms), not a full hash (~27 s at the 560 MB/s SHA-256 of
-  a 2-core machine) on top of FAISS's own read. A truncated or extended file is always
+  costs 3 MiB of reads (a few ms), not a full hash (a read and SHA-256 of every
+  byte) on top of FAISS's own read. A truncated or extended file is always
   caught on open (its size), and so is damage at either end or in any run longer than
   1/63 of the file (a hole left by a failed copy, a zeroed range: it always covers a
   spread block). A bit flip or one bad vector elsewhere in a file over 8 MiB is not
@@ -35,7 +35,7 @@ other file is derived from it and stamped with the store's *generation*:
   against a BM25 built afresh from the store's texts (:mod:`._bm25_check`: the live rowids in
   order, each chunk's length, every term's live postings and counts),
   each chunk's header and text against the hash stored beside them (``text_sha``; also checked
-  on every read of a chunk, ~2 us for 1 KB), and the manifest's counts against the store's
+  on every read of a chunk, cheap beside the read), and the manifest's counts against the store's
   (a wrong count is the manifest's fault, never blamed on the store: repair rewrites it).
 * A store holding schema objects contextkit does not create (a trigger, a view, another
   table) is refused by every open and reported here; it is read with ``trusted_schema`` off.
@@ -61,7 +61,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, Field
 
-from contextkit.errors import IndexFolderError
+from contextkit.core.errors import IndexFolderError
 from contextkit.index._bm25 import BM25Index
 from contextkit.index._bm25_check import bm25_differs
 from contextkit.index._checksums import check_file, sqlite_header_problem

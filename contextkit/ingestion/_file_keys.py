@@ -75,11 +75,7 @@ def _masked_id(doc_id: str, redactor: Any, salt: bytes) -> str:
 
 def _rename_recorded(index: Any, key: Callable[[str], str]) -> None:
     """Rows an older run recorded under a real path with personal data in it take their masked ids."""
-    db = index.store.db
-    paths = {row[0] for row in db.execute("SELECT path FROM files")}
-    paths |= {row[0] for row in db.execute("SELECT DISTINCT file FROM documents WHERE file IS NOT NULL")}
-    for path in sorted(paths):
+    for path in sorted(index.store.recorded_files()):
         new = key(path)
         if new != path:
-            db.execute("UPDATE files SET path = ? WHERE path = ?", (new, path))
-            db.execute("UPDATE documents SET file = ? WHERE file = ?", (new, path))
+            index.store.rename_file(path, new)

@@ -7,8 +7,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from contextkit.core.errors import IndexFolderError, NothingToIngestError
+from contextkit.core.telemetry import ingest_figures, traced
 from contextkit.embedders import Embedder
-from contextkit.errors import IndexFolderError, NothingToIngestError
+from contextkit.index import Index
 from contextkit.ingestion._file_keys import file_keys
 from contextkit.ingestion._local import run_batches
 from contextkit.ingestion._steps import make_redactor, open_index, prune
@@ -20,7 +22,6 @@ from contextkit.ingestion._types import (
     IngestReport,
     Pending,
 )
-from contextkit.llm.telemetry import ingest_figures, traced
 from contextkit.loaders import (
     SourceFile,
     discover,
@@ -70,13 +71,14 @@ def ingest(
     report.notes += [FileFailure(path=e.path, reason=e.reason) for e in found.notes]
     if not found.files:
         raise NothingToIngestError(_nothing_found(paths, config, report), report.failures)
-    runner = run_batches
+    # what runs the plan: the local batches, or the Ray engine's (same call, the redactor left to it)
+    runner: Callable[[list[Pending], Index, Any, Any, IngestConfig, IngestReport,
+                      Callable[[IngestEvent], None], Clock], None] = run_batches
     if config.engine == "ray":  # connects first: an unreachable cluster leaves no index behind
         from contextkit.ingestion.ray import ray_batches
 
         runner = ray_batches(config)
-    given_cache = embedder.cache if embedder is not None else None
-    with clock("open"):
+    with clock("open"):  # the embedder keeps its own cache: vectors reach the index through its API
         index, embedder, chunker = open_index(index_dir, config, embedder)
     try:
         sources, key = _keyed(found.files, index, report)
@@ -104,7 +106,6 @@ def ingest(
     finally:
         chunker.close()
         index.close()
-        embedder.cache = given_cache  # the store is closed; a caller's embedder gets its own cache back
     report.seconds = clock.totals
     return report
 
@@ -157,8 +158,7 @@ def _same_ids(sources: list[SourceFile], known: dict[str, str], index: Any,
         return sources
     taken = {s.doc_id for s in sources}
     by_path: dict[str, str] = {}
-    for file, source in index.store.db.execute(
-            "SELECT file, source FROM documents WHERE file IS NOT NULL GROUP BY file"):
+    for file, source in index.store.file_sources().items():
         if file in known and file not in taken:
             by_path.setdefault(source, file)
     if not by_path:

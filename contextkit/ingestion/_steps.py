@@ -8,7 +8,8 @@ out, its new ones in), prune files that are gone. A leaf of the package: it impo
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -16,8 +17,9 @@ from typing import Any
 import numpy as np
 
 from contextkit.chunking import TokenChunker
-from contextkit.embedders import DEFAULT_MODEL, Embedder
-from contextkit.errors import IndexExistsError
+from contextkit.core.errors import IndexExistsError
+from contextkit.core.records import Chunk, Document
+from contextkit.embedders import DEFAULT_MODEL, Embedder, EmbeddingReport, embedder_for
 from contextkit.index import Index, IndexMismatchError
 from contextkit.ingestion._types import (
     Clock,
@@ -28,16 +30,14 @@ from contextkit.ingestion._types import (
     Pending,
 )
 from contextkit.loaders import (
-    LoadError,
+    LoadIssue,
     LoadLimits,
     SourceFile,
     load_file,
 )
-from contextkit.records import Chunk, Document
-from contextkit.retrievers.factory import embedder_for
 
-__all__ = ["Records", "chunk_group", "commit_batch", "load", "make_redactor", "open_index", "prune", "redact",
-           "write_records"]
+__all__ = ["PreEmbedded", "Records", "chunk_group", "commit_batch", "embed_batch", "load", "make_redactor",
+           "open_index", "prune", "redact", "write_records"]
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,8 @@ def open_index(index_dir: Path, config: IngestConfig,
     """The index at ``index_dir`` (created if missing), with the embedder and chunker of a run.
 
     Settings that differ from the index's own are refused (:class:`IndexMismatchError`) before
-    anything is written. Only then does the embedder's cache become the index store (vectors
-    already embedded are not redone): a refused run leaves a caller's embedder as it was.
+    anything is written. Vectors reach the index through :func:`embed_batch`, never by making the
+    store the embedder's cache: a caller's embedder is left as it was.
     """
     if Index.exists(index_dir):
         opened = _reopen(index_dir, config, given)
@@ -57,8 +57,6 @@ def open_index(index_dir: Path, config: IngestConfig,
             opened = _create(index_dir, config, given)
         except IndexExistsError:  # another run created it meanwhile (and finished): add to it
             opened = _reopen(index_dir, config, given)
-    index, embedder, _ = opened
-    embedder.cache = index.store
     return opened
 
 
@@ -78,7 +76,7 @@ def _reopen(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tu
         if config.redact is not None and config.redact != index.manifest.redact:
             built = "with" if index.manifest.redact else "without"
             raise IndexMismatchError(f"{index_dir}: built {built} --redact; keep the setting or use a new index")
-        chunker = TokenChunker.from_dict(config.chunker_config(index.manifest.chunker).model_dump())
+        chunker = TokenChunker.from_config(config.chunker_config(index.manifest.chunker))
         embedder = given or embedder_for(index, config.device, config.embed_batch_size)
     except BaseException:
         index.close()
@@ -88,7 +86,7 @@ def _reopen(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tu
 
 def _create(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tuple[Index, Embedder, TokenChunker]:
     chunk_cfg = config.chunker_config(None)
-    chunker = TokenChunker.from_dict(chunk_cfg.model_dump())  # fails early on a bad tokenizer name
+    chunker = TokenChunker.from_config(chunk_cfg)  # fails early on a bad tokenizer name
     embedder = given or config.new_embedder()
     index = Index.create(index_dir, model=embedder.model_name, dim=embedder.dim, embedder=embedder.settings(),
                          tokenizer=chunk_cfg.tokenizer, chunker=chunk_cfg.model_dump(), index_type=config.index_type,
@@ -191,7 +189,7 @@ def write_records(index: Index, parts: Sequence[Records], vectors: np.ndarray, k
     file recorded; all of it or (on any error, re-raised) nothing. Returns the chunks removed.
 
     ``vectors`` and ``keys`` are the parts' chunks' in order; the vectors are in the store already
-    (the embedder's cache wrote them under ``keys``). Shared by file ingestion and the LlamaIndex
+    under ``keys`` (:func:`embed_batch` put them there). Shared by file ingestion and the LlamaIndex
     plug-in, so both replace records the same way."""
     removed, offset = 0, 0
     with index.transaction():
@@ -218,14 +216,80 @@ def _records_of(item: Pending) -> Records:
                    file=item.source.doc_id, replace_file=item.replace, file_record=complete)
 
 
-def commit_batch(batch: list[Pending], index: Index, embedder: Embedder, report: IngestReport, notify,
+class PreEmbedded(ABC):
+    """Vectors computed before the commit (by the Ray runner's workers): :func:`embed_batch` takes
+    them from here instead of asking an embedder."""
+
+    @abstractmethod
+    def take(self, index: Index, texts: Sequence[str], progress: Callable[[int], None] | None = None
+             ) -> tuple[np.ndarray, list[str], EmbeddingReport]:
+        """The vectors of ``texts``, their keys and the embedding's report, the vectors kept by
+        ``index`` (:meth:`Index.put_vectors`) before this returns."""
+
+
+def embed_batch(index: Index, embedder: Embedder | PreEmbedded, texts: Sequence[str],
+                progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, list[str], EmbeddingReport]:
+    """The vectors of ``texts`` (one row each), their keys (``embedder.cache_key``) and what embedding did;
+    every vector is in the index's store under its key when this returns.
+
+    Why: the store is the embedding cache, reached through the index's API, not by making it the
+    embedder's cache: vectors the index holds are taken from it (:meth:`Index.stored_vectors`) and
+    not embedded again; the rest are embedded a slice (the embedder's ``slice_size``) at a time, each
+    slice kept at once (:meth:`Index.put_vectors`, committed outside the batch's transaction), so a
+    crash or Ctrl-C mid-batch keeps the vectors made and the next run finds them. The caller's
+    embedder keeps its own cache. ``progress`` gets the number of texts done, hits first."""
+    if isinstance(embedder, PreEmbedded):
+        return embedder.take(index, texts, progress)
+    texts = list(texts)
+    keys = [embedder.cache_key(t) for t in texts]
+    out = np.zeros((len(texts), index.manifest.dim), dtype=np.float32)
+    stored = index.stored_vectors(keys) if keys else {}
+    todo = []
+    for i, key in enumerate(keys):
+        vector = stored.get(key)
+        if vector is None:
+            todo.append(i)
+        else:
+            out[i] = vector
+    report = EmbeddingReport(texts=len(texts), cache_hits=len(texts) - len(todo))
+    if report.cache_hits and progress:
+        progress(report.cache_hits)
+    size, batch = int(getattr(embedder, "slice_size", 0) or 0), int(getattr(embedder, "batch_size", 0) or 0)
+    for part in _slices(todo, size, batch):
+        vectors = np.asarray(embedder.embed([texts[i] for i in part], progress=progress,
+                                            keys=[keys[i] for i in part]), dtype=np.float32)
+        out[part] = vectors
+        index.put_vectors({keys[i]: vectors[j] for j, i in enumerate(part)})
+        done = embedder.last_report  # of this slice; its texts are counted above
+        for name in EmbeddingReport.model_fields:
+            if name != "texts":
+                setattr(report, name, getattr(report, name) + getattr(done, name))
+    return out, keys, report
+
+
+def _slices(todo: list[int], size: int, batch_size: int) -> list[list[int]]:
+    """``todo`` cut into the slices the embedder itself cuts a call into (``size`` texts; all of them
+    when it has no ``slice_size``), a last slice shorter than one model batch joined to the one before.
+
+    Why: one :meth:`Embedder.embed` call per slice makes the same model batches as one call over all
+    of them (batches are formed within a slice), and a call of at least one model batch takes the same
+    path (the PyTorch pipeline rather than ONNX under ``backend="auto"``), so the vectors are the same."""
+    if size <= 0 or len(todo) <= size:
+        return [todo] if todo else []
+    parts = [todo[lo : lo + size] for lo in range(0, len(todo), size)]
+    if len(parts[-1]) < batch_size:
+        parts[-2:] = [parts[-2] + parts[-1]]
+    return parts
+
+
+def commit_batch(batch: list[Pending], index: Index, embedder: Embedder | PreEmbedded, report: IngestReport, notify,
                   clock) -> None:
     chunks = [c for item in batch for c in item.chunks]
     texts = [c.embedding_text for c in chunks]
-    keys = [embedder.cache_key(t) for t in texts]
-    with clock("embed"):  # the embedder's cache is the index store: it commits each slice of vectors
-        vectors = embedder.embed(texts, progress=lambda n: notify(IngestEvent("embedded", chunks=n)), keys=keys)
-    report.embedding.add(embedder.last_report)
+    with clock("embed"):  # the index keeps each slice of vectors as it is made (see embed_batch)
+        vectors, keys, embedding = embed_batch(index, embedder, texts,
+                                               progress=lambda n: notify(IngestEvent("embedded", chunks=n)))
+    report.embedding.add(embedding)
     with clock("store"):
         report.chunks_removed += write_records(index, [_records_of(item) for item in batch], vectors, keys)
     for item in batch:
@@ -240,7 +304,7 @@ def commit_batch(batch: list[Pending], index: Index, embedder: Embedder, report:
                            path=item.source.doc_id))
 
 
-def prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors: list[LoadError],
+def prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors: list[LoadIssue],
            report: IngestReport) -> None:
     """Remove files that are in the index but no longer among the inputs."""
     if any(e.reason.startswith("no such file") for e in errors):
@@ -249,9 +313,7 @@ def prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors
     present = {s.doc_id for s in sources}
     gone = [path for path in known if path not in present]
     # Parts of a streamed file whose run was killed (no hash recorded) and that is no longer an input.
-    unfinished = [row[0] for row in index.store.db.execute(
-        "SELECT DISTINCT file FROM documents WHERE file IS NOT NULL AND file NOT IN (SELECT path FROM files)")
-        if row[0] not in present]
+    unfinished = [file for file in index.store.unfinished_files() if file not in present]
     if not gone and not unfinished:
         return
     removed = 0

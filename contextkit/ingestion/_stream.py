@@ -13,17 +13,17 @@ from collections.abc import Iterator
 from typing import Any
 
 from contextkit.chunking import ChunkTooSmallError, HeaderTooLargeError, TokenChunker
+from contextkit.core.records import Chunk, Document
 from contextkit.index import Index
 from contextkit.ingestion import _steps
 from contextkit.ingestion._types import FileFailure, IngestConfig, IngestReport, Pending
 from contextkit.loaders import (
-    LoadError,
     LoadFailure,
+    LoadIssue,
     SourceFile,
     TextStream,
     iter_jsonl,
 )
-from contextkit.records import Chunk, Document
 
 
 def stream_file(item: Pending, stream: TextStream, index: Index, embedder: Any, chunker: TokenChunker,
@@ -50,7 +50,7 @@ def stream_file(item: Pending, stream: TextStream, index: Index, embedder: Any, 
     done = Pending(item.source, item.sha256, item.size, is_new=item.is_new)  # what is committed so far
     tokens, failures_before = 0, len(report.failures)
     try:
-        upcoming = next(parts)
+        upcoming: tuple[list[Document], list[Chunk]] | None = next(parts)
         while upcoming is not None:
             documents, chunks = upcoming
             upcoming = next(parts, None)  # one part ahead: the last part is the one that records the hash
@@ -105,7 +105,7 @@ def _jsonl_parts(source: SourceFile, chunker: TokenChunker, config: IngestConfig
         return list(documents), [c for chunks in per_doc for c in chunks]
 
     for record in iter_jsonl(source):
-        if isinstance(record, LoadError):
+        if isinstance(record, LoadIssue):
             report.failures.append(FileFailure(path=record.path, reason=record.reason))
             continue
         if redactor is not None:

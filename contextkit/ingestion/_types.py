@@ -4,52 +4,46 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field, PrivateAttr, model_validator
 
 from contextkit.chunking import ChunkerConfig
-from contextkit.chunking.token import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
+from contextkit.core.records import Chunk, Document
+from contextkit.core.settings import Settings
+from contextkit.core.settings import unknown_option as _unknown_option
 from contextkit.embedders import Embedder, EmbeddingReport
 from contextkit.index import IndexMismatchError
 from contextkit.loaders import (
     SourceFile,
 )
-from contextkit.records import Chunk, Document
-
-
-#: ``contextkit.toml`` ``[ingest]`` keys that are CLI option names, and the field each sets.
-_CLI_NAMES = {"overlap": "chunk_overlap", "address": "ray_address", "embed_model": "model"}
-#: ``[ingest]`` keys that only the CLI reads (how it prints), not settings of a run.
-_CLI_ONLY = frozenset({"index", "strict", "quiet", "json", "as_json"})
 
 
 def unknown_option(owner: str, name: str, known: list[str]) -> str:
-    """``owner got an unknown option 'chunk_sise'; did you mean 'chunk_size'?`` (one line)."""
-    import difflib
-
-    close = difflib.get_close_matches(name, known, n=1)
-    hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(sorted(known))}"
-    return f"{owner} got an unknown option {name!r}{hint}"
+    """Kept for code that imported it from here: :func:`contextkit.core.settings.unknown_option`."""
+    return _unknown_option(owner, name, known)
 
 
-class IngestConfig(BaseModel):
+class IngestConfig(Settings):
     """Settings of an ingestion run. ``None`` means "as the index was built" (or the default).
 
-    Unknown names are refused (``chunk_sise=512`` is a typo, not a setting to ignore), as
-    :class:`~contextkit.ContextAssembler` refuses them. A new index chunks at
-    :data:`~contextkit.chunking.token.DEFAULT_CHUNK_SIZE` / ``DEFAULT_CHUNK_OVERLAP`` tokens, the
-    same defaults as ``contextkit chunk`` and :class:`~contextkit.TokenChunker`.
+    Unknown names are refused with :class:`~contextkit.errors.UnknownOptionError` (``chunk_sise=512``
+    is a typo, not a setting to ignore), as every component refuses them. A new index chunks at
+    :data:`~contextkit.config.DEFAULT_CHUNK_SIZE` / ``DEFAULT_CHUNK_OVERLAP`` tokens, the
+    same defaults as ``contextkit chunk`` and :class:`~contextkit.TokenChunker`. The ``[ingest]`` table
+    of ``contextkit.toml`` is read by :meth:`from_config` (the CLI reads it the same way); a field's
+    ``aliases`` are the names the CLI gives it (``overlap``, ``embed_model``, ``stream_above`` in MiB).
     """
 
-    model_config = ConfigDict(extra="forbid")
+    section = "ingest"
 
-    chunk_size: int | None = Field(None, ge=1)
-    chunk_overlap: int | None = Field(None, ge=0)
+    # Checked once, by the ChunkerConfig they make (see _chunk_settings), not here as well.
+    chunk_size: int | None = None
+    chunk_overlap: int | None = Field(None, json_schema_extra={"aliases": {"overlap": 1}})
     tokenizer: str | None = None
     header: str | None = None
-    model: str | None = None
+    model: str | None = Field(None, json_schema_extra={"aliases": {"embed_model": 1}})
     index_type: Literal["flat", "hnsw", "ivf", "ivfpq", "auto"] = "flat"
     glob: str | None = None
     workers: int = Field(1, ge=1)
@@ -59,63 +53,57 @@ class IngestConfig(BaseModel):
     embed_batch_size: int | None = Field(None, ge=1, description="texts per model call (None: 512 on CUDA, else 64)")
     redact: bool | None = Field(None, description="mask PII before chunking (None: as the index was built)")
     follow_symlinks: bool = Field(False, description="follow symlinks leading outside the folders named")
-    stream_above_bytes: int = Field(64 << 20, ge=0, description="text files larger than this are streamed")
+    stream_above_bytes: int = Field(64 << 20, ge=0, description="text files larger than this are streamed",
+                                    json_schema_extra={"aliases": {"stream_above": 1 << 20}})
     stream_block_bytes: int = Field(1 << 20, ge=1, description="bytes read (and chars windowed) at a time when streaming")
     max_parse_bytes: int = Field(256 << 20, ge=1, description="HTML/PDF files larger than this are reported, not parsed")
     pdf_timeout: float | None = Field(60.0, gt=0, description="seconds one PDF may take to parse (None: no limit)")
     engine: Literal["local", "ray"] = Field("local", description="ray: load, chunk and embed on a Ray cluster")
-    ray_address: str | None = Field(None, description="engine='ray': auto, HOST:6379 or ray://HOST:10001")
+    ray_address: str | None = Field(None, description="engine='ray': auto, HOST:6379 or ray://HOST:10001",
+                                    json_schema_extra={"aliases": {"address": 1}})
     num_gpus: float = Field(0, ge=0, description="engine='ray': GPUs for embedding actors (0: CPUs)")
 
-    def __init__(self, **data: Any) -> None:
-        unknown = [name for name in data if name not in type(self).model_fields]
-        if unknown:
-            from contextkit.errors import UnknownOptionError
+    _new_chunker: ChunkerConfig | None = PrivateAttr(default=None)
 
-            raise UnknownOptionError(unknown_option("IngestConfig", unknown[0], list(type(self).model_fields)))
-        super().__init__(**data)
+    @model_validator(mode="after")
+    def _chunk_settings(self) -> IngestConfig:
+        """The chunk settings of a new index, checked here once, as the :class:`ChunkerConfig` that
+        ingestion hands to the chunker as it is (``--chunk-size`` is checked once, in one place).
 
-    def with_options(self, owner: str = "ingest()", **overrides: Any) -> IngestConfig:
-        """This config with ``overrides`` applied and validated; an unknown name is an
-        :class:`~contextkit.errors.UnknownOptionError` naming ``owner`` and the closest known name
-        (``model_copy(update=...)`` would take ``chunk_sise=512`` without a word)."""
-        fields = list(type(self).model_fields)
-        for name in overrides:
-            if name not in type(self).model_fields:
-                from contextkit.errors import UnknownOptionError
+        A value wrong on its own (``chunk_size=0``) or a pair given together that cannot work
+        (``chunk_overlap >= chunk_size``) is refused now. A size given alone that only clashes with
+        the *default* overlap is left to the run: the index's own recorded overlap may suit it."""
+        given = self._chunk_fields()
+        try:
+            settings: dict[str, Any] = {"chunk_size": DEFAULT_CHUNK_SIZE, "chunk_overlap": DEFAULT_CHUNK_OVERLAP,
+                                        **given}
+            self._new_chunker = ChunkerConfig(**settings)
+        except ValueError:
+            if {"chunk_size", "chunk_overlap"} <= given.keys() or not _alone_valid(given):
+                raise
+        return self
 
-                raise UnknownOptionError(unknown_option(owner, name, fields))
-        if not overrides:
-            return self
-        return type(self).model_validate({**self.model_dump(exclude_unset=True), **overrides})
+    def _chunk_fields(self) -> dict[str, Any]:
+        return {k: v for k, v in {
+            "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
+            "tokenizer": self.tokenizer, "header": self.header,
+        }.items() if v is not None}
 
-    @classmethod
-    def from_config(cls, path: str | Path | None = None, **overrides: Any) -> IngestConfig:
-        """The ``[ingest]`` table of ``contextkit.toml`` (see :mod:`contextkit.config`), then ``overrides``.
-
-        The table's keys are the CLI's option names (``overlap``, ``embed_model``, ``stream_above``
-        in MiB); keys only the CLI reads (``strict``, ``quiet``, ``json``) are passed by."""
-        from contextkit.config import load_config
-
-        table = {k: v for k, v in load_config(path).get("ingest", {}).items() if k not in _CLI_ONLY}
-        for cli_name, field_name in _CLI_NAMES.items():
-            if cli_name in table:
-                table[field_name] = table.pop(cli_name)
-        if "stream_above" in table:
-            table["stream_above_bytes"] = int(float(table.pop("stream_above")) * (1 << 20))
-        return cls(**{**table, **overrides})
+    def with_options(self, owner: str | None = "ingest()", **overrides: Any) -> IngestConfig:
+        """This config with ``overrides`` applied and validated; an unknown name names ``owner``."""
+        return super().with_options(owner, **overrides)
 
     def new_embedder(self) -> Embedder:
         """The embedder for a new index: ``model`` (the default model when unset), ``device``, ``embed_batch_size``."""
         return Embedder(self.model or "default", device=self.device, batch_size=self.embed_batch_size)
 
     def chunker_config(self, recorded: dict[str, Any] | None) -> ChunkerConfig:
-        """The chunk settings to use, refusing any that differ from the index's own."""
-        wanted = {k: v for k, v in {
-            "chunk_size": self.chunk_size, "chunk_overlap": self.chunk_overlap,
-            "tokenizer": self.tokenizer, "header": self.header,
-        }.items() if v is not None}
+        """The chunk settings to use: a new index's, checked when this config was made, or the index's
+        own (read from its manifest, untrusted, so checked here), refusing any asked that differ."""
+        wanted = self._chunk_fields()
         if not recorded:
+            if self._new_chunker is not None:
+                return self._new_chunker
             return ChunkerConfig(**{"chunk_size": DEFAULT_CHUNK_SIZE, "chunk_overlap": DEFAULT_CHUNK_OVERLAP,
                                     **wanted})
         clash = {k: (recorded.get(k), v) for k, v in wanted.items() if recorded.get(k) != v}
@@ -123,6 +111,13 @@ class IngestConfig(BaseModel):
             said = ", ".join(f"{k}: index has {old!r}, asked {new!r}" for k, (old, new) in clash.items())
             raise IndexMismatchError(f"chunk settings differ from the index's ({said}); ingest into a new index")
         return ChunkerConfig(**recorded)
+
+
+def _alone_valid(given: dict[str, Any]) -> bool:
+    """Whether each chunk value given is valid on its own (a size of at least 1, an overlap of at least 0)."""
+    size, overlap = given.get("chunk_size"), given.get("chunk_overlap")
+    return (size is None or (isinstance(size, int) and size >= 1)) and (
+        overlap is None or (isinstance(overlap, int) and overlap >= 0))
 
 
 class FileFailure(BaseModel):

@@ -6,16 +6,17 @@
   latency passes its limit;
 * :class:`UsageMonitor`: a record per request, alert rules fired once per breach, a
   JSON-lines log (``contextkit usage LOG`` sums it up);
-* :mod:`contextkit.llm.telemetry`: OpenTelemetry spans and GenAI metrics, when installed.
+* :mod:`contextkit.llm.telemetry`: OpenTelemetry spans and GenAI metrics, when installed (its code
+  lives in :mod:`contextkit.core.telemetry`, which every stage uses).
 
-Names load on first use, so ``import contextkit.llm.telemetry`` (done by ingestion, retrieval
-and assembly) imports nothing else of this package.
+Names load on first use (:func:`contextkit.core.lazy.lazy_exports`).
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from contextkit.core.lazy import lazy_exports
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.llm._summary import ModelUsage, UsageSummary
@@ -30,26 +31,15 @@ if TYPE_CHECKING:  # pragma: no cover
     from contextkit.llm.reliable import ReliableLLM
     from contextkit.llm.router import ModelRouter, RouteLimits
 
-__all__ = [
-    "Alert", "AlertRule", "Attempt", "LLMResult", "ModelRouter", "ModelUsage", "ReliableLLM", "RouteLimits",
-    "Usage", "UsageMonitor", "UsageRecord", "UsageSummary", "read_usage_log",
-]
-
 _WHERE = {
     "Alert": "monitor", "AlertRule": "monitor", "UsageMonitor": "monitor", "UsageRecord": "monitor",
     "read_usage_log": "monitor", "Attempt": "_types", "LLMResult": "_types", "Usage": "_types",
     "ModelUsage": "_summary", "UsageSummary": "_summary", "ReliableLLM": "reliable", "ModelRouter": "router",
     "RouteLimits": "router",
 }
+__all__ = [
+    "Alert", "AlertRule", "Attempt", "LLMResult", "ModelRouter", "ModelUsage", "ReliableLLM", "RouteLimits",
+    "Usage", "UsageMonitor", "UsageRecord", "UsageSummary", "read_usage_log",
+]
 
-
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        value = getattr(importlib.import_module(f"contextkit.llm.{_WHERE[name]}"), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'contextkit.llm' has no attribute {name!r}")
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_exports("contextkit.llm", _WHERE, globals())

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from contextkit.errors import (
+from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.errors import (
     ContextkitError,
     InvalidArgumentError,
     LLMTimeoutError,
@@ -27,10 +28,14 @@ from contextkit.errors import (
 )
 from contextkit.llm._types import Usage
 
+if TYPE_CHECKING:  # pragma: no cover  (imported when first needed: profiles and tokenizers load lazily)
+    from contextkit.core.profiles import ModelProfile
+    from contextkit.core.tokenizers import Tokenizer
+
 __all__ = ["Request", "call_sync", "model_name", "usage_for"]
 
-_TOKENIZERS: dict[str, Any] = {}
-_PROFILES: dict[str, Any] = {}
+_TOKENIZERS: dict[str, Tokenizer] = {}
+_PROFILES: dict[str, ModelProfile | None] = {}
 
 
 def model_name(llm: Any) -> str:
@@ -207,12 +212,13 @@ def reported_tokens(response: Any) -> tuple[int, int] | None:
     return None
 
 
-def profile_for(name: str) -> Any:
+def profile_for(name: str) -> ModelProfile | None:
     """The model profile for ``name``: the exact one, else the longest whose name begins ``name``; or None."""
     if name in _PROFILES:
         return _PROFILES[name]
-    from contextkit.assembly.profiles import get_profile, list_profiles
+    from contextkit.core.profiles import get_profile, list_profiles
 
+    found: ModelProfile | None
     try:
         found = get_profile(name)
     except ProfileError:
@@ -227,9 +233,9 @@ def forget_profiles() -> None:
     _PROFILES.clear()
 
 
-def _tokenizer(name: str) -> Any:
+def _tokenizer(name: str) -> Tokenizer:
     if name not in _TOKENIZERS:
-        from contextkit.tokenizers import get_tokenizer
+        from contextkit.core.tokenizers import get_tokenizer
 
         _TOKENIZERS[name] = get_tokenizer(name)
     return _TOKENIZERS[name]
@@ -256,16 +262,16 @@ def _assembly_tokens(request: Request, chat: bool, tokenizer: str) -> int | None
 def usage_for(model: str, request: Request, text: str, response: Any, chat: bool = False) -> Usage:
     """Tokens and cost of one answered call to ``model`` (``chat``: it was sent as messages)."""
     profile = profile_for(model)
-    tokenizer = profile.tokenizer if profile is not None else "cl100k_base"
+    tokenizer = profile.tokenizer if profile is not None else DEFAULT_TOKENIZER
     reported = reported_tokens(response)
+    counted: Literal["reported", "counted"]
     if reported is not None:
-        tin, tout, counted = reported[0], reported[1], "reported"
+        (tin, tout), counted = reported, "reported"
     else:
-        tin = _assembly_tokens(request, chat, tokenizer)
-        if tin is None:
-            tin = _tokenizer(tokenizer).count(request.counted_text(chat))
+        assembled = _assembly_tokens(request, chat, tokenizer)
+        tin = assembled if assembled is not None else _tokenizer(tokenizer).count(request.counted_text(chat))
         tout, counted = _tokenizer(tokenizer).count(text), "counted"
-    in_cost = _price(tin, getattr(profile, "input_price_per_million", None))
+    in_cost = _price(tin, profile.input_price_per_million if profile is not None else None)
     out_cost = _price(tout, getattr(profile, "output_price_per_million", None))
     known = [c for c in (in_cost, out_cost) if c is not None]
     return Usage(input_tokens=tin, output_tokens=tout, counted=counted, tokenizer=tokenizer,

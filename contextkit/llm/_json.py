@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from contextkit.errors import OutputValidationError
+from contextkit.core.errors import OutputValidationError
 
 __all__ = ["extract_json", "parse_output", "repair_instruction"]
 

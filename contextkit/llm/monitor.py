@@ -25,9 +25,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
-from contextkit.errors import InvalidArgumentError, UsageLogError
+from contextkit.core.errors import InvalidArgumentError, UsageLogError
 from contextkit.llm._summary import Tally, UsageSummary, percentile
-from contextkit.llm._types import LLMResult
+from contextkit.llm._types import LLMResult, Usage
 
 __all__ = ["Alert", "AlertRule", "UsageMonitor", "UsageRecord", "read_usage_log"]
 
@@ -116,22 +116,25 @@ class UsageRecord(BaseModel):
            ) -> UsageRecord:
         """The record of a result or of an ``LLMCallError`` (with the assembly report, when there was one)."""
         joined = _assembly_figures(assembly)
+        usage: Usage | None
+        error: str | None = None
         if isinstance(item, LLMResult):
             usage, attempts = item.usage, item.attempts
-            fields = {"request_id": item.request_id, "task": item.task, "route": route or item.route,
-                      "model": item.model, "ok": True, "fell_back": item.fell_back}
+            request_id, task, route, model = item.request_id, item.task, route or item.route, item.model
+            ok, fell_back = True, item.fell_back
         else:
             usage, attempts = getattr(item, "usage", None), list(getattr(item, "attempts", []))
-            fields = {"request_id": getattr(item, "request_id", None), "task": getattr(item, "task", None), "route": route,
-                      "model": attempts[-1].model if attempts else "unknown", "ok": False,
-                      "error": f"{type(item).__name__}: {item}"[:500]}
+            request_id, task = getattr(item, "request_id", None), getattr(item, "task", None)
+            model = attempts[-1].model if attempts else "unknown"
+            ok, fell_back, error = False, False, f"{type(item).__name__}: {item}"[:500]
         cost = usage.cost_usd if usage is not None else None
         if cost is None and joined is not None:
             cost = joined.get("cost_usd")
-        return cls(at=at, attempts=len(attempts), failed_attempts=sum(1 for a in attempts if a.error is not None),
+        return cls(at=at, request_id=request_id, task=task, route=route, model=model, ok=ok, fell_back=fell_back,
+                   error=error, attempts=len(attempts), failed_attempts=sum(1 for a in attempts if a.error is not None),
                    input_tokens=usage.input_tokens if usage else 0, output_tokens=usage.output_tokens if usage else 0,
                    cost_usd=cost, seconds=usage.seconds if usage else float(getattr(item, "seconds", 0.0)),
-                   assembly=joined, **fields)
+                   assembly=joined)
 
 
 def _assembly_figures(report: Any) -> dict[str, Any] | None:

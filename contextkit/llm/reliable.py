@@ -31,16 +31,16 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from contextkit.errors import (
+from contextkit.core import telemetry
+from contextkit.core.errors import (
     InvalidArgumentError,
     LLMCallError,
     LLMTimeoutError,
     OutputValidationError,
 )
-from contextkit.llm import telemetry
 from contextkit.llm._calls import Request, ainvoke, call_sync, model_name, usage_for
 from contextkit.llm._json import parse_output, repair_instruction
-from contextkit.llm._types import Attempt, LLMResult, Usage
+from contextkit.llm._types import Attempt, FailureKind, LLMResult, Usage
 
 __all__ = ["ReliableLLM"]
 
@@ -104,7 +104,8 @@ class ReliableLLM:
         self.llm, self.fallbacks = llm, tuple(fallbacks)
         self.retries, self.backoff, self.max_backoff, self.timeout = retries, backoff, max_backoff, timeout
         self.monitor, self.fallback_answer, self.retry_on = monitor, fallback_answer, tuple(retry_on)
-        self._retryable = (LLMTimeoutError, *self.retry_on)  # a timeout is always worth another try
+        # a timeout is always worth another try
+        self._retryable: tuple[type[BaseException], ...] = (LLMTimeoutError, *self.retry_on)
         self.sleep = sleep
 
     @property
@@ -229,7 +230,7 @@ class ReliableLLM:
     def _call_failed(self, one: _Try, exc: BaseException, run: _Run) -> None:
         """Record an error or a timeout, then ask tenacity for another try."""
         seconds = one.seconds()
-        kind = "timeout" if isinstance(exc, TimeoutError) else "error"
+        kind: FailureKind = "timeout" if isinstance(exc, TimeoutError) else "error"
         run.attempts.append(Attempt(model=one.model, error=f"{type(exc).__name__}: {exc}", kind=kind,
                                     seconds=seconds))
         telemetry.mark_error(one.span, type(exc).__name__, str(exc))
@@ -251,17 +252,18 @@ class ReliableLLM:
         telemetry.record_llm_metrics(operation=one.operation, request_model=one.model, response_model=answered_by,
                                      input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
                                      seconds=seconds)
-        tokens = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+        tin, tout = usage.input_tokens, usage.output_tokens
         value = None
         if output is not None:
             try:
                 value = parse_output(text, output)
             except OutputValidationError as exc:
-                run.attempts.append(Attempt(model=one.model, error=str(exc), kind="invalid", seconds=seconds, **tokens))
+                run.attempts.append(Attempt(model=one.model, error=str(exc), kind="invalid", seconds=seconds,
+                                            input_tokens=tin, output_tokens=tout))
                 telemetry.mark_error(one.span, "OutputValidationError", str(exc))
                 request[0] = one.request.with_repair(text, repair_instruction(str(exc), output))
                 raise _Failed("invalid") from None
-        run.attempts.append(Attempt(model=one.model, seconds=seconds, **tokens))
+        run.attempts.append(Attempt(model=one.model, seconds=seconds, input_tokens=tin, output_tokens=tout))
         return LLMResult(text=text, output=value, model=one.model, fell_back=one.position > 0,
                          attempts=run.attempts)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from contextkit.errors import InvalidArgumentError, LLMCallError
+from contextkit.core.errors import InvalidArgumentError, LLMCallError
 from contextkit.llm._summary import percentile
 from contextkit.llm._types import LLMResult, Usage
 from contextkit.llm.reliable import ReliableLLM

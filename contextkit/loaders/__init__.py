@@ -14,7 +14,7 @@ new format is a :class:`Loader` subclass and one :func:`register_loader` call (s
 
 Bad input never raises: a corpus of thousands of files always contains a few
 broken ones, and one of them must not abort the run. Problems come back as
-:class:`LoadError` values for the end-of-run report.
+:class:`LoadIssue` values for the end-of-run report.
 
 Rules the caller must know:
 
@@ -37,7 +37,7 @@ Rules the caller must know:
 * Walking never follows directory symlinks inside the root (their target is
   reached through its real path anyway, and this rules out cycles). A symlink
   whose target lies outside the root (``/etc/passwd``, ``../../secret``) is
-  skipped with a :class:`LoadError` unless ``follow_symlinks=True``.
+  skipped with a :class:`LoadIssue` unless ``follow_symlinks=True``.
 * HTML and PDF files above :attr:`LoadLimits.max_parse_bytes` are reported as too
   large; a PDF whose parsing takes longer than :attr:`LoadLimits.pdf_timeout` is
   reported and its worker process replaced.
@@ -45,10 +45,11 @@ Rules the caller must know:
 
 from __future__ import annotations
 
+from contextkit.core.lazy import lazy_exports
 from contextkit.loaders._common import (
     SUPPORTED_SUFFIXES,
-    LoadError,
     LoadFailure,
+    LoadIssue,
     LoadLimits,
     LoadResult,
     SourceFile,
@@ -69,11 +70,15 @@ from contextkit.loaders.pdf import PdfLoader
 from contextkit.loaders.text import TextLoader, TextStream, open_text_stream
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "JsonlLoader", "LoadError", "LoadFailure", "LoadLimits",
+    "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "JsonlLoader", "LoadIssue", "LoadFailure", "LoadLimits",
     "LoadResult", "Loader", "PdfLoader", "SourceFile", "TextLoader", "TextStream", "discover", "discover_files",
     "file_sha256", "is_index_folder", "iter_jsonl", "load_file", "loader_for", "open_text_stream", "register_loader",
     "registered_suffixes", "unregister_loader",
 ]
+
+__getattr__, _ = lazy_exports("contextkit.loaders", {}, globals(), deprecated={
+    "LoadError": ("LoadIssue", "a record of a file that failed, not an exception"),
+})
 
 _DEFAULT_LIMITS = LoadLimits()
 #: Reads a file named explicitly whose suffix no loader claims.
@@ -84,7 +89,7 @@ for _builtin in (_FALLBACK, HtmlLoader(), PdfLoader(), JsonlLoader()):
 
 
 def load_file(source: SourceFile, limits: LoadLimits | None = None) -> LoadResult:
-    """Read one file into documents; every failure comes back as a :class:`LoadError`.
+    """Read one file into documents; every failure comes back as a :class:`LoadIssue`.
 
     The loader is the one registered for the suffix (:func:`loader_for`); an unknown
     suffix (a file named explicitly) is read as UTF-8 text. The whole file is read:
@@ -94,8 +99,8 @@ def load_file(source: SourceFile, limits: LoadLimits | None = None) -> LoadResul
     try:
         return loader.load(source, limits or _DEFAULT_LIMITS)
     except OSError as exc:
-        return LoadResult([], [LoadError(source.doc_id, _os_reason(exc))])
+        return LoadResult([], [LoadIssue(source.doc_id, _os_reason(exc))])
     except _Failed as exc:
-        return LoadResult([], [LoadError(source.doc_id, str(exc))])
+        return LoadResult([], [LoadIssue(source.doc_id, str(exc))])
     except LoadFailure as exc:
         return LoadResult([], [exc.error])

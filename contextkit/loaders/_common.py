@@ -8,7 +8,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from contextkit.records import Document
+from contextkit.core.errors import ContextkitError
+from contextkit.core.records import Document
 
 _PROSE_FORMATS = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".rst": "rst"}
 #: Source-code and config suffixes, loaded as text with format "code" and this language.
@@ -32,8 +33,11 @@ MiB = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
-class LoadError:
-    """A file that could not be (fully) loaded, as a value for the end-of-run report."""
+class LoadIssue:
+    """A file that could not be (fully) loaded, or was passed by, as a value for the end-of-run report.
+
+    A record, not an exception (it was called ``LoadError``, which read as one: ``except
+    contextkit.LoadError`` raised ``TypeError``); the old name still works, with a DeprecationWarning."""
 
     path: str
     reason: str
@@ -52,7 +56,7 @@ class LoadResult:
     """What one file yielded; both lists may be non-empty (partial JSONL success)."""
 
     documents: list[Document]
-    errors: list[LoadError]
+    errors: list[LoadIssue]
 
 
 class LoadLimits(BaseModel):
@@ -70,16 +74,18 @@ class LoadLimits(BaseModel):
                                          "are reported and skipped; None: the JSONL loader's own (16 MiB)")
 
 
-class LoadFailure(Exception):
-    """A file failed while it was being streamed; ``error`` is the value for the report."""
+class LoadFailure(ContextkitError):
+    """A file failed while it was being streamed; ``error`` is the :class:`LoadIssue` for the report.
 
-    def __init__(self, error: LoadError) -> None:
+    A :class:`~contextkit.errors.ContextkitError`, like every error contextkit raises on purpose."""
+
+    def __init__(self, error: LoadIssue) -> None:
         super().__init__(f"{error.path}: {error.reason}")
         self.error = error
 
 
 class _Failed(Exception):
-    """Internal: carries a LoadError reason up to :func:`load_file`."""
+    """Internal: carries a LoadIssue reason up to :func:`load_file`."""
 
 
 def _os_reason(exc: OSError) -> str:
@@ -124,8 +130,9 @@ def _looks_utf16(head: bytes) -> bool:
 def _sniff_binary(data: bytes) -> None:
     nul = data.find(b"\x00", 0, _BINARY_SNIFF)
     if nul >= 0:
-        if _bom_encoding(data) is not None:  # only a streamed file gets here: streams decode UTF-8
-            raise _Failed(f"{_bom_encoding(data)[0].upper()[:6]} text too large to load whole (streamed files "
+        bom = _bom_encoding(data)
+        if bom is not None:  # only a streamed file gets here: streams decode UTF-8
+            raise _Failed(f"{bom[0].upper()[:6]} text too large to load whole (streamed files "
                           "must be UTF-8); save it as UTF-8")
         if _looks_utf16(data[:_BINARY_SNIFF]):
             raise _Failed("UTF-16 text without a byte-order mark; save it as UTF-8 (or UTF-16 with a BOM)")

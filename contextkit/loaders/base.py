@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
 from contextkit.loaders._common import LoadLimits, LoadResult, SourceFile
 
 __all__ = ["Loader", "loader_for", "register_loader", "registered_suffixes", "unregister_loader"]
@@ -27,7 +27,7 @@ class Loader(ABC):
 
     Errors are values: :meth:`load` returns them in :attr:`LoadResult.errors`, or
     raises :class:`OSError` or :class:`~contextkit.loaders.LoadFailure`, which
-    :func:`~contextkit.loaders.load_file` turns into a :class:`LoadError` for the
+    :func:`~contextkit.loaders.load_file` turns into a :class:`LoadIssue` for the
     report. Any other exception is a bug in the loader and is not hidden.
     """
 

@@ -24,7 +24,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
 
 from contextkit.loaders._common import (
-    LoadError,
+    LoadIssue,
     SourceFile,
     _os_reason,
 )
@@ -72,8 +72,8 @@ class Discovery:
     ``notes``: what was passed by on purpose and why (index folders, a file reached twice)."""
 
     files: list[SourceFile] = field(default_factory=list)
-    errors: list[LoadError] = field(default_factory=list)
-    notes: list[LoadError] = field(default_factory=list)
+    errors: list[LoadIssue] = field(default_factory=list)
+    notes: list[LoadIssue] = field(default_factory=list)
 
 
 def _glob_parts_match(pattern: Sequence[str], parts: Sequence[str]) -> bool:
@@ -207,19 +207,19 @@ def discover(
         prefix = _id_prefix(user_path)
         if not os.path.exists(shown):
             reason = "broken symlink" if os.path.lexists(shown) else "no such file or directory"
-            found.errors.append(LoadError(shown, reason))
+            found.errors.append(LoadIssue(shown, reason))
             continue
         real = os.path.realpath(shown)
         holder = _inside_index(real, excluded)
         if holder is not None:
             what = "the index folder being written" if holder in excluded else "a contextkit index folder"
             where = "" if holder == real else f" ({holder})"
-            found.errors.append(LoadError(shown, f"inside {what}{where}: not read as input"))
+            found.errors.append(LoadIssue(shown, f"inside {what}{where}: not read as input"))
             continue
         if os.path.isdir(real):
             _take_folder(found, seen, real, prefix, glob, follow_symlinks, excluded)
         elif not os.path.isfile(real):
-            found.errors.append(LoadError(shown, "not a regular file"))
+            found.errors.append(LoadIssue(shown, "not a regular file"))
         else:
             _take(found, seen, real, prefix or PurePath(real).name)
     return found
@@ -230,9 +230,9 @@ def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str,
     skipped: list[str] = []
     files, problems = _scan(real, glob, follow_symlinks, excluded, skipped)
     for rel, why in sorted(problems, key=_rel_key):
-        found.errors.append(LoadError(_join_id(prefix, rel) or ".", why))
+        found.errors.append(LoadIssue(_join_id(prefix, rel) or ".", why))
     for rel in sorted(skipped):
-        found.notes.append(LoadError(_join_id(prefix, rel), INDEX_FOLDER_NOTE))
+        found.notes.append(LoadIssue(_join_id(prefix, rel), INDEX_FOLDER_NOTE))
     for rel, target in sorted(files, key=_rel_key):
         _take(found, seen, target, _join_id(prefix, rel))
 
@@ -244,13 +244,13 @@ def _take(found: Discovery, seen: dict[str, str], real: str, doc_id: str) -> Non
         seen[real] = doc_id
         found.files.append(SourceFile(Path(real), doc_id))
     elif first != doc_id:
-        found.notes.append(LoadError(doc_id, f"the same file as {first}: loaded once, as {first}"))
+        found.notes.append(LoadIssue(doc_id, f"the same file as {first}: loaded once, as {first}"))
 
 
 def discover_files(
     paths: Sequence[str | Path], glob: str | None = None, follow_symlinks: bool = False,
     exclude: Sequence[str | Path] = (),
-) -> tuple[list[SourceFile], list[LoadError]]:
+) -> tuple[list[SourceFile], list[LoadIssue]]:
     """List the files under ``paths`` in a deterministic order, with stable ids.
 
     Each path may be a file (taken whatever its suffix) or a directory (walked
@@ -259,7 +259,7 @@ def discover_files(
     :func:`~contextkit.loaders.register_loader` added some, matching ``glob`` taken). A file reached
     twice is listed once, under the first id it was found with. Missing paths
     and symlinks leading outside the folder (unless ``follow_symlinks``) become
-    :class:`LoadError` values, never exceptions. :func:`discover` also says what was passed by.
+    :class:`LoadIssue` values, never exceptions. :func:`discover` also says what was passed by.
     """
     found = discover(paths, glob, follow_symlinks, exclude)
     return found.files, found.errors

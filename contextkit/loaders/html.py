@@ -11,6 +11,7 @@ import re
 from html.parser import HTMLParser
 from typing import Any, ClassVar
 
+from contextkit.core.records import Document
 from contextkit.loaders._common import (
     _HTML_SUFFIXES,
     LoadLimits,
@@ -22,7 +23,6 @@ from contextkit.loaders._common import (
     _short,
 )
 from contextkit.loaders.base import Loader
-from contextkit.records import Document
 
 #: Block tags and the break they make: 1 = line break, 2 = blank line (paragraph).
 _BLOCK_TAGS = {

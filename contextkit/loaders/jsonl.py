@@ -17,11 +17,12 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import Document
 from contextkit.loaders._common import (
     _UTF8_BOM,
-    LoadError,
     LoadFailure,
+    LoadIssue,
     LoadLimits,
     LoadResult,
     MiB,
@@ -35,7 +36,6 @@ from contextkit.loaders._common import (
     _sniff_binary,
 )
 from contextkit.loaders.base import Loader
-from contextkit.records import Document
 
 
 def _jsonl_record(obj: Any) -> tuple[str, str, str, dict[str, Any]]:
@@ -61,12 +61,12 @@ def _jsonl_record(obj: Any) -> tuple[str, str, str, dict[str, Any]]:
 
 
 def _records(source: SourceFile, lines: Iterable[tuple[int, str | Any]],
-             limit: int = 0) -> Iterator[Document | LoadError]:
+             limit: int = 0) -> Iterator[Document | LoadIssue]:
     """Documents and per-line errors, in line order; shared by the whole and the streamed reader."""
     first_line: dict[str, int] = {}
     for number, line in lines:
         if not isinstance(line, str):  # a _TooLong
-            yield LoadError(source.doc_id, f"line {number}: record too large ({line.size / MiB:.1f} MiB > "
+            yield LoadIssue(source.doc_id, f"line {number}: record too large ({line.size / MiB:.1f} MiB > "
                                            f"{limit / MiB:.1f} MiB limit for one JSONL record); skipped")
             continue
         if not line.strip():
@@ -82,7 +82,7 @@ def _records(source: SourceFile, lines: Iterable[tuple[int, str | Any]],
             if rid in first_line:
                 raise _Failed(f"duplicate _id {rid!r} (first on line {first_line[rid]})")
         except _Failed as exc:
-            yield LoadError(source.doc_id, f"line {number}: {exc}")
+            yield LoadIssue(source.doc_id, f"line {number}: {exc}")
             continue
         first_line[rid] = number
         meta = {**extra, "format": "jsonl", "title": title}
@@ -92,9 +92,12 @@ def _records(source: SourceFile, lines: Iterable[tuple[int, str | Any]],
 
 def load_jsonl(source: SourceFile, data: bytes) -> LoadResult:
     docs: list[Document] = []
-    errors: list[LoadError] = []
+    errors: list[LoadIssue] = []
     for item in _records(source, enumerate(_decode(data).split("\n"), start=1)):
-        (errors if isinstance(item, LoadError) else docs).append(item)
+        if isinstance(item, LoadIssue):
+            errors.append(item)
+        else:
+            docs.append(item)
     return LoadResult(docs, errors)
 
 
@@ -173,13 +176,16 @@ class JsonlLoader(Loader):
                 return load_jsonl(source, fh.read())
             fh.seek(0)
             docs: list[Document] = []
-            errors: list[LoadError] = []
+            errors: list[LoadIssue] = []
             for item in _records(source, _text_lines(fh, limit), limit):
-                (errors if isinstance(item, LoadError) else docs).append(item)
+                if isinstance(item, LoadIssue):
+                    errors.append(item)
+                else:
+                    docs.append(item)
         return LoadResult(docs, errors)
 
 
-def iter_jsonl(source: SourceFile, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[Document | LoadError]:
+def iter_jsonl(source: SourceFile, max_record_bytes: int = MAX_RECORD_BYTES) -> Iterator[Document | LoadIssue]:
     """The records of a large JSONL file one line at a time (memory: one line, and the ids seen
     for duplicate detection); the same documents and errors as a whole load.
 
@@ -192,6 +198,6 @@ def iter_jsonl(source: SourceFile, max_record_bytes: int = MAX_RECORD_BYTES) -> 
             yield from _records(source, _text_lines(fh, max_record_bytes), max_record_bytes)
     except (_Failed, UnicodeDecodeError) as exc:
         reason = str(exc) if isinstance(exc, _Failed) else "not UTF-8 text (the file changed while it was read)"
-        raise LoadFailure(LoadError(source.doc_id, reason)) from None
+        raise LoadFailure(LoadIssue(source.doc_id, reason)) from None
     except OSError as exc:
-        raise LoadFailure(LoadError(source.doc_id, _os_reason(exc))) from None
+        raise LoadFailure(LoadIssue(source.doc_id, _os_reason(exc))) from None

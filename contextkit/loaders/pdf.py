@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar
 
+from contextkit.core.records import Document
 from contextkit.loaders._common import (
     LoadLimits,
     LoadResult,
@@ -30,7 +31,6 @@ from contextkit.loaders._common import (
     _short,
 )
 from contextkit.loaders.base import Loader
-from contextkit.records import Document
 
 #: Test hook: seconds the worker sleeps before parsing (a stand-in for a parser that hangs).
 _worker_delay = 0.0

@@ -16,13 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
+from contextkit.core.records import Document
 from contextkit.loaders._common import (
     _BINARY_SNIFF,
     _CODE_LANGUAGES,
     _PROSE_FORMATS,
     _UTF8_BOM,
-    LoadError,
     LoadFailure,
+    LoadIssue,
     LoadLimits,
     LoadResult,
     MiB,
@@ -34,7 +35,6 @@ from contextkit.loaders._common import (
     _sniff_binary,
 )
 from contextkit.loaders.base import Loader, loader_for
-from contextkit.records import Document
 
 
 def text_metadata(suffix: str) -> dict[str, Any]:
@@ -142,9 +142,9 @@ class TextStream:
         try:
             yield from self._blocks()
         except _Failed as exc:
-            raise LoadFailure(LoadError(self.doc_id, str(exc))) from None
+            raise LoadFailure(LoadIssue(self.doc_id, str(exc))) from None
         except OSError as exc:
-            raise LoadFailure(LoadError(self.doc_id, _os_reason(exc))) from None
+            raise LoadFailure(LoadIssue(self.doc_id, _os_reason(exc))) from None
 
     def _blocks(self) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
@@ -171,7 +171,7 @@ class TextStream:
                 data = fh.read(self.block_bytes)
         self.n_chars = chars
 
-    def check(self) -> LoadError | None:
+    def check(self) -> LoadIssue | None:
         """Read the whole file once, keeping nothing: the error it would fail with, if any."""
         try:
             for _ in self.blocks():

@@ -8,17 +8,19 @@ optional reranker.
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from contextkit.errors import InvalidArgumentError, RetrievalError
-from contextkit.records import ScoredChunk
-from contextkit.llm.telemetry import retrieval_figures, traced
+from contextkit.core.errors import RetrievalError
+from contextkit.core.options import Component
+from contextkit.core.records import ScoredChunk
+from contextkit.core.settings import Settings
+from contextkit.core.telemetry import retrieval_figures, traced
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.index import Index
@@ -27,10 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["Filters", "RetrievalError", "Retriever"]
 
 
-class Filters(BaseModel):
+class Filters(Settings):
     """Which chunks may be returned. All given conditions must hold."""
-
-    model_config = ConfigDict(extra="forbid")
 
     source_glob: str | None = Field(None, description="glob over the document id or its source path, e.g. 'docs/*.md'")
     doc_ids: list[str] | None = None
@@ -58,37 +58,9 @@ class Filters(BaseModel):
     def allowed_rowids(self, index: Index) -> np.ndarray:
         """The chunk rowids these filters allow (checked against the index's fields).
 
-        A reader serving an older generation than the store's (a writer committed since) matches the
-        rows retired since as well, then keeps only its generation's rowids."""
-        snapshot = index.snapshot_rowids() if hasattr(index, "snapshot_rowids") else None
-        retired = snapshot is not None
-        where, params = ["1"], []
-        if self.doc_ids is not None:
-            where.append(f"c.doc_id IN ({','.join('?' * len(self.doc_ids))})")
-            params += self.doc_ids
-        if self.metadata:
-            known = index.store.metadata_fields(retired)
-            unknown = sorted(set(self.metadata) - known)
-            if unknown:
-                raise RetrievalError(
-                    f"unknown filter field(s) {', '.join(unknown)}; fields in this index: "
-                    f"{', '.join(sorted(known)) or 'none'} (and source=GLOB, doc_id=ID)"
-                )
-            for key, value in self.metadata.items():
-                where.append("json_extract(c.metadata, ?) = ?")
-                params += [f'$."{key}"', int(value) if isinstance(value, bool) else value]
-        rowids = index.store.rowids_where(" AND ".join(where), params, retired)
-        if self.source_glob is not None:
-            rows = index.store.db.execute(
-                f"SELECT c.rowid, c.doc_id, d.source FROM {index.store.chunk_rows(retired)} c "
-                "LEFT JOIN documents d ON d.id = c.doc_id"
-            )
-            keep = {r for r, doc_id, source in rows if fnmatch.fnmatchcase(doc_id, self.source_glob)
-                    or fnmatch.fnmatchcase(source or "", self.source_glob)}
-            rowids = rowids[np.isin(rowids, np.fromiter(keep, dtype=np.int64, count=len(keep)))]
-        if snapshot is not None:
-            rowids = np.sort(rowids[np.isin(rowids, snapshot)])
-        return rowids
+        The filters are data; the index compiles them to SQL (:meth:`Index.rowids_matching`). A reader
+        serving an older generation than the store's (a writer committed since) gets its generation's rowids."""
+        return index.rowids_matching(doc_ids=self.doc_ids, metadata=self.metadata, source_glob=self.source_glob)
 
 
 def _is_number(value: str) -> bool:
@@ -99,13 +71,17 @@ def _is_number(value: str) -> bool:
     return True
 
 
-class Retriever(ABC):
+class Retriever(Component, ABC):
     """Base class: subclasses implement :meth:`_candidates`; the options live here.
 
     Constructor values (``k``, ``filters`` and the options) are defaults that a
     :meth:`retrieve` call may override; :meth:`to_dict` / :meth:`from_dict` carry them,
-    with the index's path and the embedder's settings, to another process.
+    with the index's path and the embedder's settings, to another process. As a
+    :class:`~contextkit.core.settings.Component`, a misspelt option to the constructor or to
+    :meth:`retrieve` raises :class:`~contextkit.errors.UnknownOptionError`.
     """
+
+    _option_methods = ("retrieve",)
 
     def __init__(self, index: Index, *, min_score: float | None = None, mmr: float | None = None,
                  reranker: Reranker | None = None, candidates: int = 100, k: int = 10,
@@ -139,10 +115,9 @@ class Retriever(ABC):
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], index: Index | None = None, embedder: Any = None,
-                  reranker: Reranker | None = None) -> Self:
+    def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
         """The retriever ``data`` describes: this class or the subclass its ``"type"`` names
-        (``Retriever.from_dict`` rebuilds any). ``index``, ``embedder`` and ``reranker``, when given,
+        (``Retriever.from_dict`` rebuilds any). ``index=``, ``embedder=`` and ``reranker=``, when given,
         are used as they are; otherwise the index is opened read-only from its path and the others
         are rebuilt from their dicts. A retriever that embeds no query (BM25) takes no embedder."""
         from contextkit.embedders import BaseEmbedder
@@ -150,25 +125,17 @@ class Retriever(ABC):
         from contextkit.retrievers.rerank import Reranker
 
         options = dict(data)
-        found = cls._subclass_named(options.pop("type", cls.__name__))
+        found = cls.subclass_named(str(options.pop("type", cls.__name__)))
         path = options.pop("index")
         embedder_data = options.pop("embedder", None)
         reranker_data = options.pop("reranker", None)
+        index, embedder, reranker = (objects.pop(name, None) for name in ("index", "embedder", "reranker"))
         if reranker is None and reranker_data is not None:
             reranker = Reranker.from_dict(reranker_data)
         if embedder_data is not None:
             options["embedder"] = BaseEmbedder.from_dict(embedder_data) if embedder is None else embedder
-        return found(Index.open(path, read_only=True) if index is None else index, reranker=reranker, **options)
-
-    @classmethod
-    def _subclass_named(cls, kind: str) -> type[Self]:
-        """This class or the subclass called ``kind`` (what ``to_dict()["type"]`` names)."""
-        classes: list[type[Self]] = [cls]
-        for found in classes:
-            if found.__name__ == kind:
-                return found
-            classes.extend(found.__subclasses__())
-        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
+        opened = Index.open(path, read_only=True) if index is None else index
+        return found(opened, reranker=reranker, **options, **objects)
 
     @abstractmethod
     def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:

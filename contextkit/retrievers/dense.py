@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
+from contextkit.core.errors import RetrievalError
 from contextkit.embedders import Embedder
-from contextkit.errors import RetrievalError
 from contextkit.retrievers.base import Retriever
 
 __all__ = ["DenseRetriever"]

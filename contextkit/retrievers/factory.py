@@ -1,17 +1,17 @@
-"""A retriever by mode name, and the embedding model an index was built with.
+"""A retriever by mode name (and :func:`embedder_for`, the model an index was built with).
 
-``search``, the evaluation, ``ContextAssembler``, the LlamaIndex retriever and the
-ingestion all turn a mode name ("dense", "bm25", "hybrid") into a retriever and reopen
-an index's own model; they do it here, so a new mode or a new recorded setting of the
-model is added in one place.
+``search``, the evaluation, ``ContextAssembler`` and the LlamaIndex retriever all turn a
+mode name ("dense", "bm25", "hybrid") into a retriever here, so a new mode is added in one
+place. :func:`embedder_for` lives in :mod:`contextkit.embedders` (ingestion needs it and sits
+below the retrievers); it is re-exported here for users.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from contextkit.embedders import Embedder
-from contextkit.errors import RetrievalError
+from contextkit.core.errors import RetrievalError
+from contextkit.embedders import Embedder, embedder_for
 from contextkit.retrievers.base import Retriever
 from contextkit.retrievers.bm25 import BM25Retriever
 from contextkit.retrievers.dense import DenseRetriever
@@ -37,28 +37,3 @@ def make_retriever(mode: str, index: Any, embedder: Embedder | None = None, **op
     if mode == "hybrid":
         return HybridRetriever(index, embedder, **options)
     raise RetrievalError(f"mode must be {', '.join(MODES[:-1])} or {MODES[-1]}, not {mode!r}")
-
-
-def embedder_for(index: Any, device: str = "auto", batch_size: int | None = None, *,
-                 shared: bool = False) -> Embedder:
-    """The model ``index`` was built with, with the settings its manifest recorded (``long_text``).
-
-    Vectors only compare with the index's when the same model embeds them the same way,
-    so the model is never a choice here; ``device`` and ``batch_size`` only change speed.
-    ``shared`` returns one loaded model per process for these settings (a notebook or the
-    demo asks many questions); leave it off when the caller changes the embedder (its cache).
-    """
-    if not shared:
-        return Embedder.for_index(index, device, batch_size)
-    manifest = index.manifest
-    key = (manifest.model, manifest.embedder.get("long_text", "window"), device, batch_size)
-    if key not in _SHARED:
-        while len(_SHARED) >= _SHARED_MAX:  # the oldest model goes first
-            _SHARED.pop(next(iter(_SHARED)))
-        _SHARED[key] = Embedder.for_index(index, device, batch_size)
-    return _SHARED[key]
-
-
-#: The models ``embedder_for(..., shared=True)`` keeps loaded, by what defines their vectors.
-_SHARED: dict[tuple[str, str, str, int | None], Embedder] = {}
-_SHARED_MAX = 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
 
 __all__ = ["mmr_select"]
 

@@ -3,41 +3,24 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any, Self
+from typing import Any
 
-from contextkit.errors import InvalidArgumentError
-from contextkit.records import ScoredChunk
+from contextkit.core.options import Component
+from contextkit.core.records import ScoredChunk
 
 __all__ = ["CrossEncoderReranker", "Reranker"]
 
 
-class Reranker(ABC):
-    """Reorders a retriever's candidates with a stronger, slower model (one obvious method)."""
+class Reranker(Component, ABC):
+    """Reorders a retriever's candidates with a stronger, slower model (one obvious method).
+
+    ``to_dict``/``from_dict`` come from :class:`~contextkit.core.settings.Component`
+    (``{"type": class name, **settings}``), so a retriever's :meth:`~Retriever.to_dict` can carry it
+    and ``Reranker.from_dict`` rebuilds any."""
 
     @abstractmethod
     def rerank(self, query: str, hits: list[ScoredChunk]) -> list[ScoredChunk]:
         """The same hits, reordered, with the reranker's scores."""
-
-    def _settings(self) -> dict[str, Any]:
-        """The constructor arguments that rebuild this reranker; none by default."""
-        return {}
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"type": class name, **settings}``, so a retriever's :meth:`~Retriever.to_dict` can carry it."""
-        return {"type": type(self).__name__, **self._settings()}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Self:
-        """The reranker ``data`` describes: this class or the subclass its ``"type"`` names
-        (``Reranker.from_dict`` rebuilds any)."""
-        settings = dict(data)
-        kind = settings.pop("type", cls.__name__)
-        classes: list[type[Self]] = [cls]
-        for found in classes:
-            if found.__name__ == kind:
-                return found(**settings)
-            classes.extend(found.__subclasses__())
-        raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
 
 
 class CrossEncoderReranker(Reranker):

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from assembly.assembly_samples import _wrapped
 
+from assembly.assembly_samples import _wrapped
 from contextkit.assembly.context_assembler import ContextAssembler, HistoryFileError, load_history
 from contextkit.records import Message
 

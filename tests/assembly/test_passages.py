@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from assembly.assembly_samples import _text
-
 from contextkit.assembly import EvidenceItem
 from contextkit.assembly.passages import Deduplicator, merge_overlapping, order_items
 

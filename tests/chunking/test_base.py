@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from contextkit.chunking import Chunker, ChunkerConfig, TokenChunker
+from contextkit.errors import UnknownOptionError
 from contextkit.records import Chunk, Document
 
 
@@ -61,14 +62,14 @@ class TestTokenChunker:
         data = TokenChunker(64, 8).to_dict()
         with pytest.raises(ValueError, match="TokenChunker.from_dict got the settings of a 'ParagraphChunker'"):
             TokenChunker.from_dict({**data, "type": "ParagraphChunker"})
-        with pytest.raises(ValueError, match="extra"):
+        with pytest.raises(UnknownOptionError, match="unknown option 'bogus'"):
             TokenChunker.from_dict({**data, "bogus": 1})
 
     def test_the_base_rebuilds_it_by_type(self, documents):
         chunker = TokenChunker(150, 20, tokenizer="o200k_base")
         again = Chunker.from_dict(chunker.to_dict())
         assert type(again) is TokenChunker and again.chunk_many(documents) == chunker.chunk_many(documents)
-        with pytest.raises(ValueError, match="extra"):  # through TokenChunker.from_dict, which checks the keys
+        with pytest.raises(UnknownOptionError, match="bogus"):  # through TokenChunker.from_dict, which checks the keys
             Chunker.from_dict({**chunker.to_dict(), "bogus": 1})
 
     def test_the_worker_pool_rebuilds_it_from_to_dict(self, documents):

@@ -12,15 +12,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from contextkit.compressors._pii_phone import phone_finder
 from contextkit.compressors.base import CompressionReport
 from contextkit.compressors.redact import (
     KINDS,
     PIIRedactor,
     RedactionResult,
     RestoreUnavailableError,
+    _find_card,
+    _Scan,
 )
-from contextkit.compressors._pii_phone import phone_finder
-from contextkit.compressors.redact import _Scan, _find_card
 
 _find_phone = phone_finder(PIIRedactor().config.phone_regions)  # a detector over the default regions
 
@@ -364,7 +365,7 @@ class TestConfigAndReport:
     def test_to_dict_round_trip(self):
         r = PIIRedactor(kinds=["email", "IP"], entropy_threshold=3.0, keep_mapping=True, phone_regions=["se", "PL"])
         data = r.to_dict()
-        assert data == {"kinds": ["EMAIL", "IP"], "entropy_threshold": 3.0, "keep_mapping": True,
+        assert data == {"type": "PIIRedactor", "kinds": ["EMAIL", "IP"], "entropy_threshold": 3.0, "keep_mapping": True,
                         "phone_regions": ["SE", "PL"]}
         again = PIIRedactor.from_dict(json.loads(json.dumps(data)))
         assert again.to_dict() == data

@@ -55,7 +55,7 @@ class TestEmbedder:
 
     def test_unknown_model_fails_clearly(self, tmp_path):
         with pytest.raises(Exception) as info:
-            Embedder(str(tmp_path / "missing-model")).dim
+            _ = Embedder(str(tmp_path / "missing-model")).dim
         assert "missing-model" in str(info.value)
 
 

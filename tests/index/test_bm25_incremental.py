@@ -180,7 +180,7 @@ class TestIndexSaves:
                 folder = pep_index / index.manifest.file("bm25")
                 files = folder_files(folder)
                 assert_exact(index.bm25, store_corpus(index), pep_queries)
-            for name, (inode, size) in base_files.items():
+            for name, (inode, _size) in base_files.items():
                 if not name.startswith(("rowids", "meta")):  # the base segment: hard links, not copies
                     assert files[name][0] == inode and os.stat(folder / name).st_nlink >= 2
             assert {n for n in files if n.startswith("delta.")} == {f"delta.1.{n}" for n in (

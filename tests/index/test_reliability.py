@@ -103,7 +103,6 @@ class TestKill:
         phases = []
         for n, (how, arg) in enumerate(trials):
             ix = tmp_path / f"ix{n}"
-            killed_at = None
             if how == "point":
                 child = server.ingest([corpus], ix, crash=arg, **CONFIG)
             else:
@@ -116,7 +115,6 @@ class TestKill:
                         assert time.monotonic() < deadline, child.events()
                         time.sleep(0.005)
                     time.sleep(rng.uniform(0.0, 0.01))
-                killed_at = time.monotonic() - child.started
                 child.kill()
             assert child.wait() == -signal.SIGKILL, (how, arg, child.events(), child.stderr[-2000:])
             phase = bench_crash.phase_at(child.events())  # its last event before the kill

@@ -15,11 +15,11 @@ from typer.testing import CliRunner
 
 from contextkit.chunking import ChunkerConfig
 from contextkit.cli import app
-from contextkit.ingestion.ray import RayClusterError, RayIngestError, RayNotInstalledError
-from contextkit.ingestion.ray._workers import FAULT_AFTER_ENV, FAULT_ENV
 from contextkit.embedders import DEFAULT_MODEL
 from contextkit.index import Index
 from contextkit.ingestion import ingest
+from contextkit.ingestion.ray import RayClusterError, RayIngestError, RayNotInstalledError
+from contextkit.ingestion.ray._workers import FAULT_AFTER_ENV, FAULT_ENV
 from contextkit.search import search_index
 
 CHUNK_COLS = 'id, doc_id, ordinal, start, "end", tokens, total_tokens, header, text, metadata'

@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from contextkit.ingestion import _steps
 from contextkit.chunking import TokenChunker
-from contextkit.ingestion import ingest
+from contextkit.ingestion import _steps, ingest
 from contextkit.loaders import (
     LoadError,
     LoadFailure,

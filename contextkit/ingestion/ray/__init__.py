@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from contextkit.errors import RayClusterError, RayIngestError, RayNotInstalledError
+from contextkit.core.errors import RayClusterError, RayIngestError, RayNotInstalledError
 
 __all__ = ["RayClusterError", "RayIngestError", "RayNotInstalledError", "ray_batches"]
 

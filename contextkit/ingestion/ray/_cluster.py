@@ -7,7 +7,7 @@ import os
 import socket
 from types import ModuleType
 
-from contextkit.errors import RayClusterError, RayNotInstalledError
+from contextkit.core.errors import RayClusterError, RayNotInstalledError
 from contextkit.ingestion.ray import INSTALL_HINT
 
 log = logging.getLogger(__name__)

@@ -26,16 +26,17 @@ import logging
 import math
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
+from contextkit.core.errors import RayIngestError
+from contextkit.core.records import Chunk, Document
 from contextkit.embedders import EmbeddingReport
-from contextkit.errors import RayIngestError
 from contextkit.index import Index
 from contextkit.ingestion._local import run_batches
-from contextkit.ingestion._steps import commit_batch, load, make_redactor
+from contextkit.ingestion._steps import PreEmbedded, commit_batch, load, make_redactor
 from contextkit.ingestion._types import (
     FileFailure,
     IngestConfig,
@@ -46,7 +47,6 @@ from contextkit.ingestion._types import (
 from contextkit.ingestion.ray._cluster import check_gpus, connect, plan_actors
 from contextkit.ingestion.ray._workers import EmbedActor, fault_hook, load_and_chunk
 from contextkit.loaders import LoadLimits
-from contextkit.records import Chunk, Document
 
 log = logging.getLogger(__name__)
 
@@ -215,9 +215,7 @@ def _load_redacted(part: list[Pending], redactor: Any, config: IngestConfig, rep
 
 def _vector_keys(index: Index, file: str) -> list[str]:
     """The vector keys of a changed file's current chunks: text that did not change is not re-embedded."""
-    rows = index.store.db.execute(
-        "SELECT DISTINCT c.vector_key FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.file = ?", (file,))
-    return [r[0] for r in rows]
+    return index.store.file_vector_keys(file)
 
 
 class _JobFailed(Exception):
@@ -241,24 +239,23 @@ def _rows(ds: Any, clock: Any) -> Iterator[dict[str, Any]]:
         yield row
 
 
-class _Arrived:
+class _Arrived(PreEmbedded):
     """Stands in for the Embedder in ``ingestion._steps.commit_batch``: the vectors were computed on workers.
 
-    Like the Embedder with the store as its cache, :meth:`embed` writes the vectors to
-    the store first (``commit_batch`` then adds chunks that point at them).
+    :meth:`take` hands them to the index (:meth:`Index.put_vectors`) first, as
+    ``embed_batch`` does with an embedder's (``commit_batch`` then adds chunks that point at them).
     """
 
     def __init__(self, index: Index) -> None:
-        self.store = index.store
+        self.index = index
         self.dim = index.manifest.dim
         self.keys: dict[str, str] = {}
         self.vectors: dict[str, np.ndarray] = {}
         self.pending_report = EmbeddingReport()
-        self.last_report = EmbeddingReport()
 
     def add(self, chunks: list[Chunk], keys: list[str], blob: bytes, cached: list[str]) -> None:
         vectors = np.frombuffer(blob, dtype=np.float32).reshape(len(chunks), self.dim)
-        stored = self.store.get_vectors(cached)  # the workers' cache hits: vectors the index holds
+        stored = self.index.stored_vectors(cached)  # the workers' cache hits: vectors the index holds
         if len(stored) != len(set(cached)):  # pragma: no cover - we hold the index's lock
             raise RuntimeError(f"{chunks[0].doc_id}: a vector the workers took from the index is gone")
         for chunk, key, vector in zip(chunks, keys, vectors, strict=True):
@@ -270,17 +267,16 @@ class _Arrived:
         if text:
             self.pending_report.add(EmbeddingReport.model_validate_json(text))
 
-    def cache_key(self, text: str) -> str:
-        return self.keys[text]
-
-    def embed(self, texts: list[str], progress: Callable[[int], None] | None = None,
-              keys: list[str] | None = None) -> np.ndarray:
-        keys = keys if keys is not None else [self.keys[t] for t in texts]
+    def take(self, index: Index, texts: Sequence[str], progress: Callable[[int], None] | None = None
+             ) -> tuple[np.ndarray, list[str], EmbeddingReport]:
+        """The arrived vectors of ``texts``, kept by the index, their keys and the workers' report;
+        then forgets them (the next batch brings its own)."""
+        keys = [self.keys[t] for t in texts]
         out = np.stack([self.vectors[k] for k in keys]) if keys else np.zeros((0, self.dim), dtype=np.float32)
-        self.store.put_vectors({k: self.vectors[k] for k in keys})
+        index.put_vectors({k: self.vectors[k] for k in keys})
         if progress:
             progress(len(keys))
-        self.last_report, self.pending_report = self.pending_report, EmbeddingReport()
+        report, self.pending_report = self.pending_report, EmbeddingReport()
         self.keys.clear()
         self.vectors.clear()
-        return out
+        return out, keys, report

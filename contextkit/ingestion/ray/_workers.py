@@ -12,16 +12,17 @@ import functools
 import json
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from contextkit.chunking import TokenChunker
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import Document
 from contextkit.loaders import LoadLimits, SourceFile, file_sha256, load_file
-from contextkit.records import Document
 
 #: Test hook, read on the driver and handed to the actors: a marker file path. The first
 #: embedding call that finds it missing creates it and kills its own worker process, so a
@@ -102,12 +103,12 @@ class EmbedActor:
     another model version must not mix vectors into the index).
     """
 
-    def __init__(self, model: str, device: str, batch_size: int, long_text: str,
+    def __init__(self, model: str, device: str, batch_size: int, long_text: Literal["window", "truncate"],
                  expect: dict[str, Any], kill_once: str | None = None, kill_after: int = 0) -> None:
         from contextkit.embedders import Embedder
 
         os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        self.embedder = Embedder(model, device=device, batch_size=batch_size, long_text=long_text)  # type: ignore[arg-type]
+        self.embedder = Embedder(model, device=device, batch_size=batch_size, long_text=long_text)
         got = self.embedder.settings()
         wrong = {k: (v, got.get(k)) for k, v in expect.items() if k in ("dim", "max_tokens", "long_text")
                  and got.get(k) != v}
@@ -160,7 +161,7 @@ class _Known:
         self.keys = keys
         self.zero = np.zeros(dim, dtype=np.float32)
 
-    def get_vectors(self, keys: list[str]) -> dict[str, np.ndarray]:
+    def get_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         return {k: self.zero for k in keys if k in self.keys}
 
     def put_vectors(self, items: dict[str, np.ndarray]) -> None:

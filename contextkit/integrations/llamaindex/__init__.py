@@ -38,8 +38,8 @@ from contextkit.integrations.llamaindex.memory import (  # noqa: E402
 )
 from contextkit.integrations.llamaindex.node_parser import ContextKitNodeParser  # noqa: E402
 from contextkit.integrations.llamaindex.postprocessor import BudgetReport, ContextBudgetPostprocessor  # noqa: E402
-from contextkit.integrations.llamaindex.retriever import ContextKitRetriever  # noqa: E402
 from contextkit.integrations.llamaindex.query_engine import contextkit_query_engine  # noqa: E402
+from contextkit.integrations.llamaindex.retriever import ContextKitRetriever  # noqa: E402
 from contextkit.integrations.llamaindex.synthesizer import ContextKitSynthesizer  # noqa: E402
 from contextkit.integrations.llamaindex.vector_store import ContextKitVectorStore  # noqa: E402
 

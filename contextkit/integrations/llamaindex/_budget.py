@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.errors import InvalidArgumentError
-from contextkit.tokenizers import HuggingFaceTokenizer, Tokenizer, get_tokenizer
+from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.tokenizers import HuggingFaceTokenizer, Tokenizer, get_tokenizer
 
 __all__ = ["CallableTokenizer", "num_output_of", "prompt_budget", "resolve_tokenizer"]
 
@@ -110,7 +111,7 @@ def resolve_tokenizer(tokenizer: str | Tokenizer | None = None) -> Tokenizer:
 
     fn = core.global_tokenizer  # set by ``Settings.tokenizer = ...`` (or by LlamaIndex's own default)
     if fn is None:
-        return get_tokenizer("cl100k_base")
+        return get_tokenizer(DEFAULT_TOKENIZER)
     try:
         return _cached(fn)
     except TypeError:  # an unhashable callable

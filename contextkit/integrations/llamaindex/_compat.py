@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
-from contextkit.errors import LlamaIndexVersionError
+from contextkit.core.errors import LlamaIndexVersionError
 
 __all__ = ["SUPPORTED", "LlamaIndexVersionError", "check_version"]
 

@@ -35,11 +35,11 @@ from llama_index.core.schema import MetadataMode, NodeWithScore
 
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
 from contextkit.assembly.render import escape_attribute
-from contextkit.assembly.sections import EvidenceItem, Section
-from contextkit.errors import BudgetError, InvalidArgumentError
+from contextkit.assembly.sections import Section
+from contextkit.core.errors import BudgetError, InvalidArgumentError
+from contextkit.core.records import EvidenceItem, Message
+from contextkit.core.tokenizers import Tokenizer
 from contextkit.integrations.llamaindex.convert import CONTEXTKIT_KEYS
-from contextkit.records import Message
-from contextkit.tokenizers import Tokenizer
 
 __all__ = [
     "BLOCK_VARS",
@@ -152,7 +152,7 @@ def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[EvidenceItem]:
         source = str(meta.get("file_path") or meta.get("file_name") or meta.get("source") or node.ref_doc_id or "")
         start, end = getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None)
         offsets_ok = start is not None and end is not None and end - start == len(text)
-        plain = {k: v for k, v in meta.items() if isinstance(v, str | int | float)}
+        plain: dict[str, Any] = {k: v for k, v in meta.items() if isinstance(v, str | int | float)}
         plain["attributes"] = _visible_metadata(nws, source)
         items.append(EvidenceItem(
             id=node.node_id or f"node-{i}", text=text, source=source, score=nws.score,

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from llama_index.core.schema import (
+    BaseNode,
     MetadataMode,
     NodeRelationship,
     NodeWithScore,
@@ -30,7 +31,7 @@ __all__ = ["MIN_OVERLAP", "merge_windows"]
 MIN_OVERLAP = 12
 
 
-def _window_key(node: Any) -> tuple[str, str] | None:
+def _window_key(node: BaseNode) -> tuple[str, str] | None:
     """The group of a replaced sentence-window node (source, LLM metadata), or None for any other node."""
     meta = node.metadata or {}
     window = meta.get("window")
@@ -56,29 +57,29 @@ def merge_windows(nodes: list[NodeWithScore], live: list[int],
                   merged_key: str) -> tuple[list[NodeWithScore], list[int], dict[int, int]]:
     """The nodes with overlapping windows joined (in the place of the first of each run), the indices
     still live, and for each absorbed index the index it went into."""
-    groups: dict[tuple[str, str], list[int]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[tuple[int, TextNode]]] = defaultdict(list)  # (index, its node)
     for i in live:
-        key = _window_key(nodes[i].node)
-        if key is not None:
-            groups[key].append(i)
-    work, absorbed = list(nodes), {}
+        found = nodes[i].node
+        if isinstance(found, TextNode) and (key := _window_key(found)) is not None:
+            groups[key].append((i, found))
+    work = list(nodes)
+    absorbed: dict[int, int] = {}
     for members in groups.values():
-        members.sort(key=lambda i: nodes[i].node.start_char_idx)
+        members.sort(key=lambda m: m[1].start_char_idx or 0)  # set on every member (_window_key)
         run = [members[0]]
-        text = nodes[members[0]].node.text
-        for i in [*members[1:], None]:
-            nxt = nodes[i].node.text if i is not None else ""
-            if i is not None and (nxt in text or _overlap(text, nxt)):
+        text = members[0][1].text
+        for member in [*members[1:], None]:
+            nxt = member[1].text if member is not None else ""
+            if member is not None and (nxt in text or _overlap(text, nxt)):
                 text = text if nxt in text else text + nxt[_overlap(text, nxt):]
-                run.append(i)
+                run.append(member)
                 continue
             if len(run) > 1:
-                first = nodes[run[0]].node
-                ids = [nodes[j].node.node_id for j in run]
-                node = copy(first, {"text": text}, {merged_key: ids, "window": text})
-                best = max((nodes[j].score for j in run if nodes[j].score is not None), default=None)
-                work[run[0]] = NodeWithScore(node=node, score=best)
-                absorbed.update({j: run[0] for j in run[1:]})
-            if i is not None:
-                run, text = [i], nxt
+                ids = [n.node_id for _, n in run]
+                node = copy(run[0][1], {"text": text}, {merged_key: ids, "window": text})
+                best = max((s for s in (nodes[j].score for j, _ in run) if s is not None), default=None)
+                work[run[0][0]] = NodeWithScore(node=node, score=best)
+                absorbed.update({j: run[0][0] for j, _ in run[1:]})
+            if member is not None:
+                run, text = [member], nxt
     return work, [i for i in live if i not in absorbed], absorbed

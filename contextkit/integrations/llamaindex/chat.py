@@ -28,6 +28,9 @@ from llama_index.core.llms import LLM, ChatMessage, MessageRole
 from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.settings import Settings
 
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
+from contextkit.core.records import Message
+from contextkit.core.tokenizers import Tokenizer
 from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
 from contextkit.integrations.llamaindex._prompt import (
     LastBuildMixin,
@@ -42,8 +45,6 @@ from contextkit.integrations.llamaindex.synthesizer import (
     DEFAULT_INSTRUCTIONS,
     llm_budget,
 )
-from contextkit.records import Message
-from contextkit.tokenizers import Tokenizer
 
 __all__ = ["ContextKitChatEngine", "llm_budget"]
 
@@ -110,7 +111,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
         if self._extractive is None or self._extractive.tokenizer.name != tok.name:
             # Kept between turns: its per-message cache makes the next turn's summary cheap.
             self._extractive = HistorySummarizer(
-                tok, summary_max_tokens=self.assembler_options.get("summary_max_tokens", 512))
+                tok, summary_max_tokens=self.assembler_options.get("summary_max_tokens", DEFAULT_SUMMARY_MAX_TOKENS))
         return self._extractive
 
     def _prepare(self, message: str, chat_history: list[ChatMessage] | None, nodes: list[Any]) -> PromptBuild:

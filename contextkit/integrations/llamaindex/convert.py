@@ -46,14 +46,15 @@ from llama_index.core.vector_stores.types import (
 )
 
 from contextkit.chunking import HeaderTooLargeError
+from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.errors import ConversionError
+from contextkit.core.records import Chunk, Document, ScoredChunk
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 from contextkit.embedders import Embedder
-from contextkit.errors import ConversionError
 from contextkit.index import Index
 from contextkit.ingestion import FileFailure, IngestConfig, IngestReport
-from contextkit.ingestion._steps import Records, open_index, write_records
-from contextkit.records import Chunk, Document, ScoredChunk
+from contextkit.ingestion._steps import Records, embed_batch, open_index, write_records
 from contextkit.retrievers import Filters
-from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = [
     "CHUNK_ID_KEY",
@@ -207,8 +208,9 @@ def _style_of(base: BaseNode | None) -> dict[str, str]:
     if base is None:
         return {}
     style = {"metadata_template": base.metadata_template, "metadata_separator": base.metadata_separator}
-    if isinstance(getattr(base, "text_template", None), str):
-        style["text_template"] = base.text_template
+    text_template = getattr(base, "text_template", None)  # TextNode's; not every BaseNode has one
+    if isinstance(text_template, str):
+        style["text_template"] = text_template
     return style
 
 
@@ -260,7 +262,7 @@ def _document_texts(documents: Mapping[str, str] | Iterable[BaseNode | Document]
 
 def chunks_from_nodes(nodes: Iterable[BaseNode | NodeWithScore],
                       documents: Mapping[str, str] | Iterable[BaseNode | Document] | None = None,
-                      tokenizer: str | Tokenizer = "cl100k_base") -> list[Chunk]:
+                      tokenizer: str | Tokenizer = DEFAULT_TOKENIZER) -> list[Chunk]:
     """Nodes (or ``NodeWithScore``, unwrapped) as contextkit chunks.
 
     What each field comes from, when contextkit's metadata keys are missing:
@@ -419,7 +421,7 @@ def ingest_llamaindex_documents(docs: Iterable[BaseNode], index_dir: str | Path,
     ``report.empty_documents``); a document whose header does not fit is listed in
     ``report.failures`` under its id. Of a repeated id, the last document wins.
     """
-    config = (config or IngestConfig()).model_copy(update=overrides)
+    config = (config or IngestConfig()).with_options("ingest_llamaindex_documents()", **overrides)
     index_dir = Path(index_dir)
     report = IngestReport(index=str(index_dir))
     t0 = time.perf_counter()
@@ -431,9 +433,8 @@ def ingest_llamaindex_documents(docs: Iterable[BaseNode], index_dir: str | Path,
         if doc.id in unique:
             log.warning("document id %r appears more than once; the last one is kept", doc.id)
         unique[doc.id] = doc
-    given_cache = embedder.cache if embedder is not None else None
-    # The same opener as file ingestion: the same model, chunk and redaction checks; the embedder's
-    # cache is the store, so unchanged chunk texts reuse their stored vectors.
+    # The same opener as file ingestion: the same model, chunk and redaction checks; vectors go to the
+    # index through its API (embed_batch), so unchanged chunk texts reuse their stored vectors.
     index, embedder, chunker = open_index(index_dir, config, embedder)
     try:
         batch: list[tuple[Document, list[Chunk]]] = []
@@ -453,7 +454,6 @@ def ingest_llamaindex_documents(docs: Iterable[BaseNode], index_dir: str | Path,
     finally:
         chunker.close()
         index.close()
-        embedder.cache = given_cache
     report.seconds = {"total": time.perf_counter() - t0}
     return report
 
@@ -463,11 +463,11 @@ def _write_batch(batch: list[tuple[Document, list[Chunk]]], index: Index, embedd
     """Embed one batch, then replace its documents in one transaction."""
     chunks = [c for _, cs in batch for c in cs]
     texts = [c.embedding_text for c in chunks]
-    keys = [embedder.cache_key(t) for t in texts]
     vectors = np.zeros((0, index.manifest.dim), np.float32)
+    keys: list[str] = []
     if texts:
-        vectors = embedder.embed(texts, keys=keys)
-        report.embedding.add(embedder.last_report)
+        vectors, keys, embedding = embed_batch(index, embedder, texts)
+        report.embedding.add(embedding)
     # Through ingestion's own writer: each document replaces the one of its id (no file: LlamaIndex
     # documents are their own, so ``contextkit ingest --prune`` never takes them for a vanished file).
     parts = [Records(doc_chunks, [(doc, hashlib.sha256(doc.text.encode("utf-8", "surrogatepass")).hexdigest(),

@@ -2,8 +2,8 @@
 
 Why use it in a LlamaIndex app: long texts are embedded as overlapping windows
 instead of being cut at the model's 256 word pieces (LlamaIndex's HuggingFace
-embedding truncates silently), one query runs ~3x faster through ONNX Runtime on
-a CPU, and the default model loads offline.
+embedding truncates silently), one query runs much faster through ONNX Runtime on
+a CPU (``python bench/bench_retrieval.py latency``), and the default model loads offline.
 """
 
 from __future__ import annotations

@@ -23,8 +23,8 @@ from pydantic import Field, PrivateAttr
 
 from contextkit.assembly.render import escape_text
 from contextkit.compressors.history import HistorySummarizer
-from contextkit.records import Message
-from contextkit.tokenizers import get_tokenizer
+from contextkit.core.records import Message
+from contextkit.core.tokenizers import get_tokenizer
 
 __all__ = ["ContextKitMemory", "ContextKitSummaryBlock", "contextkit_memory"]
 
@@ -150,4 +150,6 @@ def contextkit_memory(token_limit: int = 3000, summary_max_tokens: int = 512, *,
     """
     block = ContextKitSummaryBlock(summary_max_tokens=summary_max_tokens, priority=priority)
     memory_kwargs.setdefault("token_flush_size", max(1, int(token_limit * 0.3)))
-    return ContextKitMemory.from_defaults(token_limit=token_limit, memory_blocks=[block], **memory_kwargs)
+    # Memory.from_defaults builds ``cls(...)`` but is annotated to return "Memory" (llama-index-core 0.14)
+    return ContextKitMemory.from_defaults(  # type: ignore[return-value]
+        token_limit=token_limit, memory_blocks=[block], **memory_kwargs)

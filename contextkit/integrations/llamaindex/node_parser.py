@@ -39,14 +39,14 @@ from llama_index.core.schema import Document as LIDocument
 from llama_index.core.utils import get_tqdm_iterable
 
 from contextkit.chunking import ChunkerConfig, TokenChunker
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import Chunk, Document
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 from contextkit.integrations.llamaindex.convert import (
     document_from_llamaindex,
     link_neighbours,
     node_from_chunk,
 )
-from contextkit.records import Chunk, Document
-from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["ContextKitNodeParser", "chunk_id_func"]
 
@@ -166,7 +166,7 @@ class ContextKitNodeParser(MetadataAwareTextSplitter):
 
     @model_validator(mode="after")
     def _check_settings(self) -> ContextKitNodeParser:
-        self.chunker_config  # overlap < size, and the rest of contextkit's checks
+        _ = self.chunker_config  # overlap < size, and the rest of contextkit's checks
         return self
 
     def model_post_init(self, context: Any) -> None:

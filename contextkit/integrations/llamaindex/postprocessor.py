@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from llama_index.core.bridge.pydantic import Field, PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
@@ -57,18 +57,13 @@ from llama_index.core.schema import (
 )
 from pydantic import BaseModel
 
-from contextkit.assembly.passages import (
-    Deduplicator,
-    merge_overlapping,
-    normalise_text,
-    order_items,
-)
-from contextkit.assembly.sections import EvidenceItem
-from contextkit.errors import InvalidArgumentError
+from contextkit.assembly.passages import merge_overlapping, order_items
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import EvidenceItem
+from contextkit.core.text import Deduplicator, normalise_text, truncate_at_sentence
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
 from contextkit.integrations.llamaindex._windows import merge_windows
-from contextkit.text import truncate_at_sentence
-from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["MERGED_KEY", "TRUNCATED_KEY", "BudgetReport", "ContextBudgetPostprocessor", "NodeReport"]
 
@@ -263,7 +258,7 @@ class ContextBudgetPostprocessor(BaseNodePostprocessor):
             if not shown or shown == text:
                 return None
             update: dict[str, Any] = {"text": shown}
-            if _offsets_ok(node, text):
+            if node.start_char_idx is not None and _offsets_ok(node, text):
                 update["end_char_idx"] = node.start_char_idx + len(shown)
             cut = _copy(node, update, {TRUNCATED_KEY: True})
             n = tok.count(cut.get_content(metadata_mode=MetadataMode.LLM))
@@ -465,12 +460,13 @@ def _evidence(nws: NodeWithScore, mergeable: bool) -> EvidenceItem:
     node = nws.node
     text = node.get_content(metadata_mode=MetadataMode.NONE)
     source = _source_id(node)
-    group = None
+    group = start = end = None
     if (mergeable and source is not None and isinstance(node, TextNode)
             and not isinstance(node, (ImageNode, IndexNode)) and _offsets_ok(node, text)):
         group = f"{source}\x1f{node.get_metadata_str(mode=MetadataMode.LLM)}"
+        start, end = node.start_char_idx, node.end_char_idx
     return EvidenceItem(id=node.node_id, text=text, source=source or "", score=nws.score, doc_id=group,
-                        start=node.start_char_idx if group else None, end=node.end_char_idx if group else None)
+                        start=start, end=end)
 
 
 def _placed_item(item: EvidenceItem, nws: NodeWithScore) -> EvidenceItem:
@@ -498,9 +494,11 @@ def _merged(item: EvidenceItem, parts: list[NodeWithScore]) -> NodeWithScore:
     """The merged node: the id, metadata and relationships of the part the merge is named after (the
     assembler's choice: ``item.id``), its text the union of the parts (a slice of the document);
     PREVIOUS from the part that starts first, NEXT from the part that ends last."""
-    head = next((p.node for p in parts if p.node.node_id == item.id), parts[0].node)
-    first = min(parts, key=lambda p: p.node.start_char_idx).node
-    last = max(parts, key=lambda p: p.node.end_char_idx).node
+    # only text nodes whose offsets match their text are merged (_evidence): both offsets are set
+    nodes = cast(list[TextNode], [p.node for p in parts])
+    head = next((n for n in nodes if n.node_id == item.id), nodes[0])
+    first = min(nodes, key=lambda n: n.start_char_idx or 0)
+    last = max(nodes, key=lambda n: n.end_char_idx or 0)
     relationships = dict(head.relationships)
     for key, part in ((NodeRelationship.PREVIOUS, first), (NodeRelationship.NEXT, last)):
         if key in part.relationships:

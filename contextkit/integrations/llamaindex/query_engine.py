@@ -18,7 +18,7 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.settings import Settings
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
 from contextkit.integrations.llamaindex.synthesizer import ContextKitSynthesizer
 
 __all__ = ["contextkit_query_engine"]

@@ -26,15 +26,15 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from contextkit.embedders import Embedder
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import ScoredChunk
+from contextkit.embedders import Embedder, embedder_for
 from contextkit.index import Index
 from contextkit.integrations.llamaindex.convert import (
     filters_from_llamaindex,
     node_from_chunk,
 )
-from contextkit.records import ScoredChunk
-from contextkit.retrievers import Filters, RetrievalError, embedder_for, make_retriever
+from contextkit.retrievers import Filters, RetrievalError, make_retriever
 from contextkit.retrievers.base import Retriever
 
 __all__ = ["ContextKitRetriever", "Mode"]
@@ -77,7 +77,7 @@ class ContextKitRetriever(BaseRetriever):
         self.filters = self._filters(filters)
         self.options = options
         self._owns_index = not isinstance(index, Index)
-        self._index = Index.open(index, read_only=True) if self._owns_index else index
+        self._index: Index = index if isinstance(index, Index) else Index.open(index, read_only=True)
         self._path = self._index.path
         self._owner = threading.get_ident()
         self._local = threading.local()
@@ -166,12 +166,5 @@ class ContextKitRetriever(BaseRetriever):
 
 
 def _sources(index: Index, doc_ids: set[str]) -> dict[str, str]:
-    """Each document's source path, from the index's documents table."""
-    ids = sorted(doc_ids)
-    out: dict[str, str] = {}
-    for lo in range(0, len(ids), 500):  # SQLite's limit on bound parameters
-        part = ids[lo : lo + 500]
-        marks = ",".join("?" * len(part))
-        rows = index.store.db.execute(f"SELECT id, source FROM documents WHERE id IN ({marks})", part)
-        out.update((doc_id, source) for doc_id, source in rows if source)
-    return out
+    """Each document's source path, as the index records it (documents without one are left out)."""
+    return index.document_sources(doc_ids)

@@ -29,7 +29,8 @@ from llama_index.core.prompts import BasePromptTemplate
 from llama_index.core.response_synthesizers.base import BaseSynthesizer
 from llama_index.core.schema import BaseNode, NodeWithScore, TextNode
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.tokenizers import Tokenizer
 from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
 from contextkit.integrations.llamaindex._prompt import (
     LastBuildMixin,
@@ -40,7 +41,6 @@ from contextkit.integrations.llamaindex._prompt import (
     default_qa_template,
     evidence_from_nodes,
 )
-from contextkit.tokenizers import Tokenizer
 
 __all__ = ["DEFAULT_INSTRUCTIONS", "SUPPORTED_RESPONSE_MODES", "ContextKitSynthesizer", "evidence_from_nodes",
            "llm_budget"]
@@ -120,9 +120,11 @@ class ContextKitSynthesizer(LastBuildMixin, BaseSynthesizer):
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], llm: LLM | None = None) -> ContextKitSynthesizer:
+    def from_dict(cls, data: dict[str, Any], **objects: Any) -> ContextKitSynthesizer:
+        """Rebuild from :meth:`to_dict`; ``llm=`` (which a dict cannot hold) and other objects by keyword,
+        as every contextkit component's ``from_dict`` takes them."""
         data = {k: v for k, v in data.items() if k not in ("type", "class_name")}
-        return cls(llm=llm, **data)
+        return cls(**{**data, **objects})
 
     # ---------------------------------------------------------------- prompt
     def prepare(self, query_str: str, nodes: Sequence[NodeWithScore]) -> PromptBuild:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -39,13 +40,13 @@ from llama_index.core.vector_stores.utils import (
     node_to_metadata_dict,
 )
 
-from contextkit.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.records import Chunk
+from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 from contextkit.index import Index
 from contextkit.integrations.llamaindex.convert import filters_from_llamaindex
-from contextkit.records import Chunk
 from contextkit.retrievers import Filters
 from contextkit.retrievers.hybrid import rrf_fuse
-from contextkit.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["NODE_KEY", "ContextKitVectorStore"]
 
@@ -73,7 +74,9 @@ class ContextKitVectorStore(BasePydanticVectorStore):
                  tokenizer: str = "cl100k_base", **kwargs: Any) -> None:
         if mode not in ("dense", "hybrid"):
             raise InvalidArgumentError(f"mode must be 'dense' or 'hybrid', not {mode!r}")
-        super().__init__(path=str(path), mode=mode, model=model, tokenizer=tokenizer, **kwargs)
+        # The pydantic mypy plugin types the parent's __init__ with the parent's fields only; these are ours.
+        super().__init__(path=str(path), mode=mode, model=model, tokenizer=tokenizer,  # type: ignore[call-arg]
+                         **kwargs)
         if Index.exists(self.path):
             self._index = Index.open(self.path)
 
@@ -100,7 +103,7 @@ class ContextKitVectorStore(BasePydanticVectorStore):
         return self._index
 
     # ---------------------------------------------------------------- writes
-    def add(self, nodes: list[BaseNode], **add_kwargs: Any) -> list[str]:
+    def add(self, nodes: Sequence[BaseNode], **add_kwargs: Any) -> list[str]:
         """Add nodes with their embeddings, in one transaction; a node id already stored is replaced."""
         if not nodes:
             return []
@@ -131,8 +134,10 @@ class ContextKitVectorStore(BasePydanticVectorStore):
 
     def _chunk(self, node: BaseNode, position: int) -> Chunk:
         text = node.get_content(metadata_mode=MetadataMode.NONE)
-        start = node.start_char_idx if getattr(node, "start_char_idx", None) is not None else 0
-        meta = {k: v for k, v in (node.metadata or {}).items() if isinstance(v, str | int | float | bool) or v is None}
+        start = getattr(node, "start_char_idx", None)  # TextNode's; BaseNode has none
+        if start is None:
+            start = 0
+        meta: dict[str, Any] = {k: v for k, v in (node.metadata or {}).items() if isinstance(v, str | int | float | bool) or v is None}
         meta[NODE_KEY] = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
         assert self._tok is not None
         return Chunk(id=node.node_id, doc_id=str(node.ref_doc_id or node.node_id), ordinal=position, text=text,
@@ -140,14 +145,9 @@ class ContextKitVectorStore(BasePydanticVectorStore):
 
     @staticmethod
     def _drop_ids(index: Index, ids: list[str]) -> None:
-        """Chunks of these node ids out (an add of a stored node id replaces it)."""
-        for lo in range(0, len(ids), 500):
-            part = ids[lo:lo + 500]
-            marks = ",".join("?" * len(part))
-            rowids = [r[0] for r in index.store.db.execute(f"SELECT rowid FROM chunks WHERE id IN ({marks})", part)]
-            if rowids:
-                index.store.db.execute(f"DELETE FROM chunks WHERE id IN ({marks})", part)
-                index.remove_vectors(rowids)
+        """Chunks of these node ids out (an add of a stored node id replaces it), through the index's own
+        deletion: their rows retire, FAISS and BM25 drop them (inside the caller's transaction)."""
+        index.delete_chunks(ids)
 
     def delete(self, ref_doc_id: str, **delete_kwargs: Any) -> None:
         """Delete every node of one source document (one transaction)."""
@@ -173,9 +173,10 @@ class ContextKitVectorStore(BasePydanticVectorStore):
         vector /= max(float(np.linalg.norm(vector)), 1e-12)
         hits = index.nearest_rowids(vector, k if mode == "dense" else 4 * k, allowed)
         if mode == "hybrid":
-            if not (query.query_str or "").strip():
+            query_str = query.query_str or ""
+            if not query_str.strip():
                 raise InvalidArgumentError("hybrid queries need query_str (the BM25 half searches its words)")
-            rowids, scores = index.bm25.search(query.query_str, 4 * k, allowed)
+            rowids, scores = index.bm25.search(query_str, 4 * k, allowed)
             hits = rrf_fuse([hits, [(int(r), float(s)) for r, s in zip(rowids, scores)]], [1.0, 1.0])
         hits = hits[:k]
         found = index.store.chunks_by_rowid({r for r, _ in hits})

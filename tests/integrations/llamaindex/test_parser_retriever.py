@@ -25,6 +25,8 @@ from llama_index.core.query_engine import RetrieverQueryEngine  # noqa: E402
 from llama_index.core.retrievers import QueryFusionRetriever  # noqa: E402
 from llama_index.core.schema import (  # noqa: E402
     Document as LIDocument,
+)
+from llama_index.core.schema import (
     MetadataMode,
     NodeRelationship,
     NodeWithScore,
