@@ -41,6 +41,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 import argparse
+import dataclasses
 import json
 import queue
 import random
@@ -185,9 +186,9 @@ def _install_hooks(emit, crash: str | None, fault: str | None, batch_chunks: int
     if batch_chunks is not None:
         run_batches = ingest_mod.run_batches
 
-        def batches_hook(todo, index, embedder, chunker, config, *args, **kwargs):
-            config = config.model_copy(update={"batch_chunks": batch_chunks})
-            return run_batches(todo, index, embedder, chunker, config, *args, **kwargs)
+        def batches_hook(todo, run):
+            run = dataclasses.replace(run, config=run.config.with_options(batch_chunks=batch_chunks))
+            return run_batches(todo, run)
 
         ingest_mod.run_batches = batches_hook
 

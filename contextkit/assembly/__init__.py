@@ -7,8 +7,8 @@ from contextkit.assembly.budget import (
     assemble,
     resolve_budget,
 )
-from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
-from contextkit.assembly.sections import ROLES, Section, SectionError
+from contextkit.assembly.report import AssemblyReport, ItemReport, ItemStatus, SectionReport, SectionStatus
+from contextkit.assembly.sections import ROLES, Role, Section, SectionError
 from contextkit.core.profiles import (
     ModelProfile,
     ProfileError,
@@ -20,6 +20,6 @@ from contextkit.core.records import EvidenceItem
 
 __all__ = [
     "ROLES", "AssemblyOptions", "AssemblyReport", "AssemblyResult", "BudgetError", "EvidenceItem", "ItemReport",
-    "ModelProfile", "ProfileError", "Section", "SectionError", "SectionReport", "assemble", "get_profile",
-    "list_profiles", "register_profile", "resolve_budget",
+    "ItemStatus", "ModelProfile", "ProfileError", "Role", "Section", "SectionError", "SectionReport", "SectionStatus",
+    "assemble", "get_profile", "list_profiles", "register_profile", "resolve_budget",
 ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextkit.assembly._prune import head_and_tail, prune_to_fit
+from contextkit.assembly._states import SUMMARY_ROLE, TAKEN, ItemStatus, Role, SectionStatus
 from contextkit.assembly.render import Renderer, cut_inside
 from contextkit.assembly.sections import Section
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
@@ -43,7 +44,7 @@ class _Entry:
     body_tokens: int | None
     source: str = ""
     score: float | None = None
-    status: str = "pending"  # included | truncated | dropped | merged
+    status: ItemStatus = ItemStatus.PENDING
     reason: str | None = None
     detail: str | None = None
     shown: str | None = None  # the body as rendered when truncated
@@ -60,7 +61,7 @@ class _Entry:
     @property
     def current(self) -> str:
         """The body as it is rendered now: the cut one when truncated."""
-        return self.shown if self.status == "truncated" and self.shown is not None else self.body
+        return self.shown if self.status == ItemStatus.TRUNCATED and self.shown is not None else self.body
 
 
 @dataclass
@@ -72,7 +73,7 @@ class SectionFill:
     blocks: list[Block] = field(default_factory=list)
     body: str | None = None  # text sections: escaped content
     shown: str | None = None  # text sections: as rendered when truncated
-    status: str = "pending"
+    status: SectionStatus = SectionStatus.PENDING
     reason: str | None = None
     orderer: Callable[[list[int]], list[int]] | None = None  # taken entry indices -> prompt order
     dedup: Deduplicator | None = None
@@ -86,7 +87,7 @@ class SectionFill:
     @property
     def prose(self) -> bool:
         """Our own instructions, trusted: Markdown writes them as prose, not fenced like untrusted text."""
-        return self.section.role in ("key_instructions", "system", "task", "reminder")
+        return self.section.role in (Role.KEY_INSTRUCTIONS, Role.SYSTEM, Role.TASK, Role.REMINDER)
 
     @property
     def tag(self) -> str:
@@ -127,7 +128,7 @@ class SectionFill:
         if self.body is not None:
             return self.count(self.renderer.text_block(self.tag, self.section.name, self.body,
                                                          self.section.attributes, self.prose))
-        live = [e for e in self.entries if e.status == "pending"]
+        live = [e for e in self.entries if e.status == ItemStatus.PENDING]
         return self.frame_tokens() + sum(self.entry_estimate(e) for e in live) if live else 0
 
     # ---------------------------------------------------------------- fill
@@ -135,11 +136,11 @@ class SectionFill:
         """Pinned: everything goes in."""
         if self.body is not None:
             self._text_blocks(self.body)
-            self.status = "included"
+            self.status = SectionStatus.INCLUDED
         else:
             for e in self.entries:
-                if e.status == "pending":
-                    e.status = "included"
+                if e.status == ItemStatus.PENDING:
+                    e.status = ItemStatus.INCLUDED
             self._entry_blocks()
         return sum(b.tokens for b in self.blocks)
 
@@ -171,30 +172,30 @@ class SectionFill:
         entries = self.entries if self.section.messages is None else list(reversed(self.entries))  # newest first
         full = False
         for e in entries:
-            if e.status != "pending":
+            if e.status != ItemStatus.PENDING:
                 continue
             if full:
-                e.status, e.reason = "dropped", "budget"
+                e.status, e.reason = ItemStatus.DROPPED, "budget"
                 continue
             if dedup is not None:
                 dup = dedup.check(e.id, e.body)
                 if dup:
-                    e.status, e.reason, e.detail = "dropped", dup[0], f"repeats {dup[1]}"
+                    e.status, e.reason, e.detail = ItemStatus.DROPPED, dup[0], f"repeats {dup[1]}"
                     continue
             need = self.entry_estimate(e)
             if need <= room:
-                e.status = "included"
+                e.status = ItemStatus.INCLUDED
                 room -= need
                 continue
             full = True
             if self.section.messages is None and self._cut(e, room - (need - self.body_tokens(e)) - 1):
                 room -= self.entry_estimate(e, e.shown)
                 continue
-            e.status, e.reason = "dropped", "budget"
+            e.status, e.reason = ItemStatus.DROPPED, "budget"
             if self.section.messages is not None:
                 e.detail = "older turn: no room (summarise history to keep it)"
-        if not any(e.status in ("included", "truncated") for e in self.entries):
-            self.status = "dropped" if self.entries else "included"
+        if not any(e.status in TAKEN for e in self.entries):
+            self.status = SectionStatus.DROPPED if self.entries else SectionStatus.INCLUDED
             self.reason = "budget" if self.entries else "empty"
             return 0
         self._entry_blocks()
@@ -205,7 +206,7 @@ class SectionFill:
         the question (:mod:`._prune`); False when neither fits ``room``."""
         shown = self.truncate(e.body, room)
         if shown:
-            e.status, e.shown, e.reason = "truncated", shown, "budget"
+            e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
             return True
         kept: list[tuple[str, int, int]] = []
 
@@ -217,33 +218,33 @@ class SectionFill:
         shown = cut_inside(e.body, room, prune, self.count)
         if shown is None:
             return False
-        e.status, e.shown, e.reason = "truncated", shown, "budget"
+        e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
         e.detail = f"pruned to {kept[0][1]} of {kept[0][2]} sentences to fit"
         return True
 
     def _fill_history(self, cap: int) -> int:
         """Newest turns verbatim; the turns that do not fit become one summary entry."""
-        live = [e for e in self.entries if e.status == "pending"]
+        live = [e for e in self.entries if e.status == ItemStatus.PENDING]
         room = cap - self.frame_tokens()
         if sum(self.entry_estimate(e) for e in live) <= room:
             for e in live:
-                e.status = "included"
+                e.status = ItemStatus.INCLUDED
             self._entry_blocks()
             return sum(b.tokens for b in self.blocks)
         cfg = getattr(self.summarizer, "config", None)
         reserve = min(getattr(cfg, "summary_max_tokens", DEFAULT_SUMMARY_MAX_TOKENS), room // 2)
         older, left = self._take_newest(live, room - reserve)
         marker = _Entry(id=f"{self.section.name}-summary", raw="", escape=self.renderer.body,
-                        attrs={"turns": str(len(older))}, body_tokens=0, role="summary")
+                        attrs={"turns": str(len(older))}, body_tokens=0, role=SUMMARY_ROLE)
         summary = self._summary(older, reserve + left - self.entry_estimate(marker) - 2)
         for e in older:
-            e.status, e.reason = ("summarized", None) if summary else ("dropped", "budget")
+            e.status, e.reason = (ItemStatus.SUMMARIZED, None) if summary else (ItemStatus.DROPPED, "budget")
             e.detail = f"in {marker.id}" if summary else "older turn: no room for a summary"
         if summary:
-            marker.raw, marker.body_tokens, marker.status = summary, None, "included"
+            marker.raw, marker.body_tokens, marker.status = summary, None, ItemStatus.INCLUDED
             self.entries.insert(0, marker)
-        if not any(e.status in ("included", "truncated") for e in self.entries):
-            self.status, self.reason, self.blocks = "dropped", "budget", []
+        if not any(e.status in TAKEN for e in self.entries):
+            self.status, self.reason, self.blocks = SectionStatus.DROPPED, "budget", []
             return 0
         self._entry_blocks()
         return sum(b.tokens for b in self.blocks)
@@ -256,7 +257,7 @@ class SectionFill:
         for e in reversed(live):
             need = self.entry_estimate(e)
             if not older and need <= left:
-                e.status, left = "included", left - need
+                e.status, left = ItemStatus.INCLUDED, left - need
             else:
                 older.append(e)
         older.reverse()
@@ -286,7 +287,7 @@ class SectionFill:
     def cut_text(self, body: str, max_tokens: int) -> str | None:
         """A text section over its room: tool output keeps its head and tail (where errors are), the
         cut marked; other text is cut at a sentence end."""
-        if self.section.role == "tool_result":
+        if self.section.role == Role.TOOL_RESULT:
             return cut_inside(body, max_tokens, lambda t, n: head_and_tail(t, n, self.tokenizer), self.count)
         return self.truncate(body, max_tokens)
 
@@ -299,13 +300,13 @@ class SectionFill:
         full = self.count(body)
         if full + overhead <= cap:
             self._text_blocks(body)
-            self.status = "included"
+            self.status = SectionStatus.INCLUDED
         else:
             shown = self.cut_text(body, cap - overhead)
             if not shown:
-                self.status, self.reason, self.blocks = "dropped", "budget", []
+                self.status, self.reason, self.blocks = SectionStatus.DROPPED, "budget", []
                 return 0
-            self.shown, self.status, self.reason = shown, "truncated", "budget"
+            self.shown, self.status, self.reason = shown, SectionStatus.TRUNCATED, "budget"
             self._text_blocks(shown)
         return sum(b.tokens for b in self.blocks)
 
@@ -319,7 +320,7 @@ class SectionFill:
         """Blocks in prompt order (the assembler orders evidence before this)."""
         head, tail = self.frame()
         blocks = [Block(head, self.count(head), exact=True)]
-        taken = [i for i, e in enumerate(self.entries) if e.status in ("included", "truncated")]
+        taken = [i for i, e in enumerate(self.entries) if e.status in TAKEN]
         for i in self.orderer(taken) if self.orderer else taken:
             e = self.entries[i]
             body = e.current

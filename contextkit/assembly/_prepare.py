@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace as copy_with
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextkit.assembly._fill import SectionFill, _Entry
+from contextkit.assembly._states import ItemStatus, Role
 from contextkit.assembly.passages import EvidenceOrder, merge_overlapping, order_items
 from contextkit.assembly.relevance import FillMode, gate
 from contextkit.assembly.render import Renderer
@@ -20,15 +21,18 @@ from contextkit.assembly.sections import Section
 from contextkit.core.records import EvidenceItem, Message
 from contextkit.core.tokenizers import Tokenizer
 
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.compressors.base import Redactor
+
 __all__ = ["prepare", "redacted"]
 
 #: An item left out before choosing: (item, status, reason, detail).
-_Early = tuple[EvidenceItem, str, str | None, str | None]
+_Early = tuple[EvidenceItem, ItemStatus, str | None, str | None]
 #: How evidence is gated: (fill, relevance_floor, min_similarity).
 Relevance = tuple[FillMode, float, float | None]
 
 
-def redacted(section: Section, redactor: Any) -> Section:
+def redacted(section: Section, redactor: Redactor) -> Section:
     """A copy of ``section`` with PII masked, in the redactor's one session (one placeholder per value,
     wherever it occurs): the text of evidence, history, the question and tool output, and what comes
     with them and reaches the prompt, the report or the audit log: item ids, sources, document ids and
@@ -66,7 +70,7 @@ def redacted(section: Section, redactor: Any) -> Section:
     if section.messages is not None:
         return copy_with(section, messages=[Message(m.role, mask(m.content), m.timestamp,
                                                     mask(m.id) if m.id else m.id) for m in section.messages])
-    if section.role in ("question", "tool_result") and section.content:
+    if section.role in (Role.QUESTION, Role.TOOL_RESULT) and section.content:
         return copy_with(section, content=mask(section.content))
     return section
 
@@ -94,7 +98,7 @@ def _message_entries(section: Section, renderer: Renderer) -> list[_Entry]:
         e = _Entry(id=m.id or f"{section.name}#{i}", raw=m.content, escape=renderer.body, attrs={},
                    body_tokens=None, role=m.role)
         if not m.content.strip():
-            e.status, e.reason = "dropped", "empty"
+            e.status, e.reason = ItemStatus.DROPPED, "empty"
         entries.append(e)
     return entries
 
@@ -106,11 +110,11 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
     kept, early = _screen(items)
     kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2])
     reason = "below_min_score" if fill.relevance.floor_from == "min_score" else "irrelevant"
-    early += [(item, "dropped", reason, detail) for item, detail in below]
+    early += [(item, ItemStatus.DROPPED, reason, detail) for item, detail in below]
     if merge:
         kept, absorbed = merge_overlapping(kept)
         by_id = {it.id: it for it in items}
-        early += [(by_id[a], "merged", None, f"merged into {into}") for a, into in absorbed.items()]
+        early += [(by_id[a], ItemStatus.MERGED, None, f"merged into {into}") for a, into in absorbed.items()]
     kept.sort(key=lambda it: (-(it.score if it.score is not None else float("-inf")), it.id))
     for item, status, why, detail in early:
         fill.entries.append(_Entry(id=item.id, raw="", escape=renderer.body, attrs={}, body_tokens=0,
@@ -134,11 +138,11 @@ def _screen(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], list[_Early]
     seen_ids: set[str] = set()
     for item in items:
         if item.id in seen_ids:
-            early.append((item, "dropped", "duplicate", "the same item given twice"))
+            early.append((item, ItemStatus.DROPPED, "duplicate", "the same item given twice"))
             continue
         seen_ids.add(item.id)
         if not item.text.strip():
-            early.append((item, "dropped", "empty", None))
+            early.append((item, ItemStatus.DROPPED, "empty", None))
         else:
             kept.append(item)
     return kept, early

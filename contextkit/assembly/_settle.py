@@ -9,6 +9,7 @@ to take more (:func:`grow`). The budget is never exceeded.
 from __future__ import annotations
 
 from contextkit.assembly._fill import SectionFill, _Entry
+from contextkit.assembly._states import SUMMARY_ROLE, TAKEN, ItemStatus, Role, SectionStatus
 from contextkit.core.errors import BudgetError
 from contextkit.core.text import Deduplicator
 from contextkit.core.tokenizers import Tokenizer
@@ -84,7 +85,7 @@ def shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
     """Give back at least ``excess`` tokens; False when this section has nothing to give."""
     if f.body is not None:
         return _shrink_text(f, f.body, excess, whole)
-    taken = [e for e in f.entries if e.status in ("included", "truncated")]
+    taken = [e for e in f.entries if e.status in TAKEN]
     if not taken:
         return False
     for e in _weakest_first(f, taken):
@@ -97,24 +98,24 @@ def shrink(f: SectionFill, excess: int, whole: bool = False) -> bool:
 
 def _shrink_text(f: SectionFill, body: str, excess: int, whole: bool) -> bool:
     """A text section is cut at a sentence end, or dropped when no cut is short enough (or ``whole``)."""
-    if f.status == "dropped" or not f.blocks:
+    if f.status == SectionStatus.DROPPED or not f.blocks:
         return False
     current = f.shown if f.shown is not None else body
     body_tokens = f.count(current)
-    source = body if f.section.role == "tool_result" else current  # head and tail are cut from the whole
+    source = body if f.section.role == Role.TOOL_RESULT else current  # head and tail are cut from the whole
     shown = None if whole else f.cut_text(source, body_tokens - excess - 2)
     if shown and shown != current:
-        f.shown, f.status, f.reason = shown, "truncated", "budget"
+        f.shown, f.status, f.reason = shown, SectionStatus.TRUNCATED, "budget"
         f._text_blocks(shown)
     else:
-        f.status, f.reason, f.blocks = "dropped", "budget", []
+        f.status, f.reason, f.blocks = SectionStatus.DROPPED, "budget", []
     return True
 
 
 def _weakest_first(f: SectionFill, taken: list[_Entry]) -> list[_Entry]:
     """Evidence: the lowest-scored first. History: the oldest verbatim turns first, the summary of older ones last."""
     if f.section.messages is not None:
-        return [e for e in taken if e.role != "summary"] + [e for e in taken if e.role == "summary"]
+        return [e for e in taken if e.role != SUMMARY_ROLE] + [e for e in taken if e.role == SUMMARY_ROLE]
     return taken[::-1]
 
 
@@ -126,9 +127,9 @@ def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
     if f.section.messages is None and not whole and size > excess:
         shown = f.truncate(current, f.count(current) - excess - 2)
     if shown and shown != current:
-        e.status, e.shown, e.reason = "truncated", shown, "budget"
+        e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
         return 0
-    e.status, e.reason, e.shown = "dropped", "budget", None
+    e.status, e.reason, e.shown = ItemStatus.DROPPED, "budget", None
     return excess - size
 
 
@@ -138,7 +139,7 @@ def grow(f: SectionFill, room: int) -> bool:
         return _grow_text(f, f.body, room)
     if f.section.messages is not None:
         return False
-    cut = next((e for e in f.entries if e.status == "truncated"), None)
+    cut = next((e for e in f.entries if e.status == ItemStatus.TRUNCATED), None)
     if cut is None:  # the next item left out for room may fit in part
         cut = _next_candidate(f)
         if cut is None:
@@ -150,20 +151,21 @@ def grow(f: SectionFill, room: int) -> bool:
             return False
     if not shown:
         return False
-    cut.status, cut.shown, cut.reason = ("included", None, None) if shown == cut.body else ("truncated", shown, "budget")
+    cut.status, cut.shown, cut.reason = ((ItemStatus.INCLUDED, None, None) if shown == cut.body
+                                         else (ItemStatus.TRUNCATED, shown, "budget"))
     _rebuild(f)
     return True
 
 
 def _grow_text(f: SectionFill, body: str, room: int) -> bool:
-    if f.status != "truncated" or f.shown is None:
+    if f.status != SectionStatus.TRUNCATED or f.shown is None:
         return False
     shown = f.cut_text(body, f.count(f.shown) + room - 2)
     if not shown or len(shown) <= len(f.shown):
         return False
     f.shown = shown
     if shown == body:
-        f.shown, f.status, f.reason = None, "included", None
+        f.shown, f.status, f.reason = None, SectionStatus.INCLUDED, None
     f._text_blocks(shown)
     return True
 
@@ -171,7 +173,7 @@ def _grow_text(f: SectionFill, body: str, room: int) -> bool:
 def _next_candidate(f: SectionFill) -> _Entry | None:
     """The best item left out for room that repeats nothing already taken."""
     for e in f.entries:
-        if e.status == "dropped" and e.reason == "budget" and e.detail is None:
+        if e.status == ItemStatus.DROPPED and e.reason == "budget" and e.detail is None:
             dup = f.dedup.check(e.id, e.body) if f.dedup is not None else None
             if dup is None or dup[1] == e.id:  # checked (and so remembered) when it was left out for room
                 return e
@@ -180,8 +182,8 @@ def _next_candidate(f: SectionFill) -> _Entry | None:
 
 
 def _rebuild(f: SectionFill) -> None:
-    if any(e.status in ("included", "truncated") for e in f.entries):
+    if any(e.status in TAKEN for e in f.entries):
         f._entry_blocks()
-        f.status = "included"
+        f.status = SectionStatus.INCLUDED
     else:
-        f.blocks, f.status, f.reason = [], "dropped", "budget"
+        f.blocks, f.status, f.reason = [], SectionStatus.DROPPED, "budget"

@@ -28,7 +28,7 @@ import inspect
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import ConfigDict, Field
 
@@ -36,6 +36,7 @@ from contextkit.assembly._fill import SectionFill
 from contextkit.assembly._invisible import without_invisible
 from contextkit.assembly._prepare import prepare, redacted
 from contextkit.assembly._settle import settle, share_out
+from contextkit.assembly._states import TAKEN, ItemStatus, Role, SectionStatus
 from contextkit.assembly.messages import (
     OVERHEAD,
     ChatParts,
@@ -48,7 +49,7 @@ from contextkit.assembly.messages import (
 from contextkit.assembly.passages import EvidenceOrder
 from contextkit.assembly.relevance import FillMode
 from contextkit.assembly.render import Renderer
-from contextkit.assembly.report import AssemblyReport, ItemReport, SectionReport
+from contextkit.assembly.report import AssemblyReport, ItemReport, ReportedSectionStatus, SectionReport
 from contextkit.assembly.sections import Section, SectionError
 from contextkit.core.config import DEFAULT_TOKENIZER
 from contextkit.core.errors import BudgetError
@@ -57,6 +58,9 @@ from contextkit.core.settings import Settings, check_options
 from contextkit.core.telemetry import assembly_figures, traced
 from contextkit.core.text import Deduplicator
 from contextkit.core.tokenizers import Tokenizer, get_tokenizer
+
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.compressors.base import Redactor
 
 __all__ = ["AssemblyOptions", "AssemblyResult", "BudgetError", "assemble", "resolve_budget"]
 
@@ -155,7 +159,8 @@ def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer 
 
 @traced("contextkit.assemble", assembly_figures)
 def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, history_summarizer: Any = None,
-             redactor: Any = None, options: AssemblyOptions | None = None, **overrides: Any) -> AssemblyResult:
+             redactor: Redactor | None = None, options: AssemblyOptions | None = None,
+             **overrides: Any) -> AssemblyResult:
     """Build one prompt from ``sections`` that fits ``budget`` tokens.
 
     The keywords are the fields of :class:`AssemblyOptions` (``format``, ``tokenizer``,
@@ -225,7 +230,7 @@ def _options(options: AssemblyOptions | None, overrides: dict[str, Any]) -> Asse
 
 # --------------------------------------------------------------- the steps
 def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, opts: AssemblyOptions,
-                 redactor: Any) -> list[SectionFill]:
+                 redactor: Redactor | None) -> list[SectionFill]:
     """One fill per section in layout order (PII masked first), and the restated instructions."""
     names = [s.name for s in sections]
     if len(set(names)) != len(names):
@@ -243,9 +248,9 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
     if fills:
         fills[0].invisible_removed = removed  # for the report
     keys = [f.section.content for f in fills  # a fill has a body only when its section has content
-            if f.section.role == "key_instructions" and f.body and f.section.content is not None]
+            if f.section.role == Role.KEY_INSTRUCTIONS and f.body and f.section.content is not None]
     if opts.restate_instructions and keys:
-        fills.append(prepare(Section(name="reminder", role="reminder", pinned=True, tag=opts.restate_tag,
+        fills.append(prepare(Section(name="reminder", role=Role.REMINDER.value, pinned=True, tag=opts.restate_tag,
                                      content="\n\n".join(keys)),
                              renderer, tok, None, False, opts.evidence_order))
     return fills
@@ -253,7 +258,7 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
 
 def _hand_history(fills: list[SectionFill], history_summarizer: Any) -> None:
     """History sections get the summarizer and the question (what the summary should keep)."""
-    question = "\n".join(f.section.content for f in fills if f.section.role == "question" and f.section.content)
+    question = "\n".join(f.section.content for f in fills if f.section.role == Role.QUESTION and f.section.content)
     for f in fills:
         if f.section.messages is not None:
             f.summarizer, f.query = history_summarizer, question or None
@@ -329,7 +334,7 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
 def _evidence_warnings(fills: list[SectionFill], limit: int, relevance: Any) -> list[str]:
     """Why a prompt went out without evidence, when it did: off topic, nothing given, or no room."""
     evidence = [f for f in fills if f.section.items is not None]
-    if not evidence or any(e.status in ("included", "truncated") for f in evidence for e in f.entries):
+    if not evidence or any(e.status in TAKEN for f in evidence for e in f.entries):
         return []
     if relevance is not None and relevance.off_topic:
         return [relevance.message]
@@ -347,23 +352,25 @@ def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport
     """The section's report; its items' reports are appended to ``items``."""
     s = f.section
     block_tokens: dict[int, int] = {b.item: b.tokens for b in f.blocks if b.item is not None}
-    counts = {"included": 0, "truncated": 0, "dropped": 0, "summarized": 0}
+    counts = dict.fromkeys((ItemStatus.INCLUDED, ItemStatus.TRUNCATED, ItemStatus.DROPPED, ItemStatus.SUMMARIZED), 0)
     for i, e in enumerate(f.entries):
-        status = e.status if e.status != "pending" else "dropped"
+        status = e.status if e.status != ItemStatus.PENDING else ItemStatus.DROPPED
         if status in counts:
             counts[status] += 1
-        text = (e.shown if e.status == "truncated" else e.body) if keep_text and status != "dropped" else None
-        items.append(_item_report(
-            id=e.id, section=s.name, source=e.source, score=e.score, status=status, reason=e.reason,
+        text = ((e.shown if e.status == ItemStatus.TRUNCATED else e.body) if keep_text and status != ItemStatus.DROPPED
+                else None)
+        items.append(_item_report(  # the report holds the plain string
+            id=e.id, section=s.name, source=e.source, score=e.score, status=status.value, reason=e.reason,
             detail=e.detail, tokens=block_tokens.get(i, 0), text=text))
-    # f.status is "pending", "included", "truncated" or "dropped"; pending reports as included
-    section_status: Literal["included", "truncated", "dropped"] = (
-        "truncated" if f.status == "truncated" or (f.entries and counts["truncated"])
-        else "dropped" if f.status == "dropped" else "included")
+    # a section still pending reports as included; the report holds the plain string
+    truncated = f.status == SectionStatus.TRUNCATED or (f.entries and counts[ItemStatus.TRUNCATED])
+    section_status: ReportedSectionStatus = (
+        SectionStatus.TRUNCATED.value if truncated
+        else SectionStatus.DROPPED.value if f.status == SectionStatus.DROPPED else SectionStatus.INCLUDED.value)
     assert s.pinned is not None  # Section.__post_init__ sets it when none is given
     return SectionReport(
         name=s.name, role=s.role, tag=f.tag, priority=_priority(s), pinned=s.pinned, min_share=s.min_share,
         max_share=s.max_share,
         tokens=sum(b.tokens for b in f.blocks), start=start, end=end, status=section_status, reason=f.reason,
-        items_included=counts["included"], items_truncated=counts["truncated"],
-        items_dropped=counts["dropped"] + counts["summarized"])
+        items_included=counts[ItemStatus.INCLUDED], items_truncated=counts[ItemStatus.TRUNCATED],
+        items_dropped=counts[ItemStatus.DROPPED] + counts[ItemStatus.SUMMARIZED])

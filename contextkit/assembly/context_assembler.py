@@ -9,17 +9,26 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Self
 
 from pydantic import Field
 
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
 from contextkit.assembly.sections import Section, SectionError, _message
 from contextkit.core.config import DEFAULT_CHUNK_SIZE, DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
-from contextkit.core.errors import HistoryFileError, InvalidArgumentError
+from contextkit.core.errors import HistoryFileError
+from contextkit.core.options import Component
 from contextkit.core.profiles import ModelProfile
 from contextkit.core.records import EvidenceItem, Message
+
+if TYPE_CHECKING:  # pragma: no cover - the roles, imported where they are used (retrieval loads faiss)
+    from contextkit.compressors.base import CompressionReport, Compressor, Redactor
+    from contextkit.compressors.evidence import EvidenceCompressor
+    from contextkit.compressors.history import HistorySummarizer
+    from contextkit.index import Index
+    from contextkit.retrievers import Filters, Retriever
 
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
 
@@ -57,7 +66,7 @@ class AssemblerConfig(AssemblyOptions):
                                     json_schema_extra={"aliases": {"summary_tokens": 1}})
 
 
-class ContextAssembler:
+class ContextAssembler(Component):
     """Builds prompts under a budget from a question, instructions, history and evidence.
 
     ``retriever`` is any contextkit retriever; or give ``index`` (a folder or an
@@ -65,22 +74,23 @@ class ContextAssembler:
     retriever over it. ``budget`` is a token count or a model profile name.
     """
 
-    def __init__(self, budget: int | str | ModelProfile | None = None, *, retriever: Any = None,
-                 index: Any = None, history_summarizer: Any = None, redactor: Any = None,
-                 evidence_compressor: Any = None, **options: Any) -> None:
+    def __init__(self, budget: int | str | ModelProfile | None = None, *, retriever: Retriever | None = None,
+                 index: Index | str | Path | None = None, history_summarizer: Compressor | None = None,
+                 redactor: Redactor | None = None, evidence_compressor: EvidenceCompressor | None = None,
+                 **options: Any) -> None:
         self.profile = budget if isinstance(budget, ModelProfile) else None
         self.config = AssemblerConfig(budget=None if isinstance(budget, ModelProfile) else budget, **options)
         self._retriever = retriever
         self._index = index
-        self._owned_index: Any = None
+        self._owned_index: Index | None = None
         self.history_summarizer = history_summarizer  # e.g. an LLMHistorySummarizer; default: extractive
         self.redactor = redactor  # a PIIRedactor session shared across calls (consistent placeholders)
         self.evidence_compressor = evidence_compressor  # used when compress_evidence is set
-        self._extractive: Any = None
+        self._extractive: HistorySummarizer | None = None
 
     # ----------------------------------------------------------- retrieval
     @property
-    def retriever(self) -> Any:
+    def retriever(self) -> Retriever | None:
         if self._retriever is None and self._index is not None:
             from contextkit.index import Index
             from contextkit.retrievers import make_retriever
@@ -106,7 +116,7 @@ class ContextAssembler:
     def assemble(self, query: str | None = None, *, instructions: str | None = None, system: str | None = None,
                  task: str | None = None, knowledge: str | None = None,
                  history: list[Message | dict[str, Any]] | None = None, evidence: list[Any] | None = None,
-                 retriever: Any = None, k: int | None = None, filters: Any = None,
+                 retriever: Retriever | None = None, k: int | None = None, filters: Filters | None = None,
                  budget: int | str | ModelProfile | None = None, sections: list[Section] | None = None,
                  tool_results: list[str | tuple[str, str]] | None = None, **overrides: Any) -> AssemblyResult:
         """One prompt and its report. ``instructions`` are the key instructions: first in
@@ -138,9 +148,9 @@ class ContextAssembler:
         result.report.compression[:0] = compression
         return result
 
-    def _evidence(self, items: list[EvidenceItem], retriever: Any, query: str | None, k: int | None,
-                  filters: Any, budget: int | str | ModelProfile,
-                  config: AssemblerConfig) -> tuple[list[EvidenceItem], list[Any]]:
+    def _evidence(self, items: list[EvidenceItem], retriever: Retriever | None, query: str | None, k: int | None,
+                  filters: Filters | None, budget: int | str | ModelProfile,
+                  config: AssemblerConfig) -> tuple[list[EvidenceItem], list[CompressionReport]]:
         """The given items plus what the retriever finds for ``query``, pruned when ``compress_evidence``
         is set; and the compressor's report (in a list: none when nothing was pruned)."""
         if retriever is not None and query:
@@ -162,7 +172,7 @@ class ContextAssembler:
             helpers["redactor"] = self.redactor or PIIRedactor()  # fresh session per prompt by default
         return helpers
 
-    def _compressor(self, retriever: Any) -> Any:
+    def _compressor(self, retriever: Retriever | None) -> EvidenceCompressor:
         if self.evidence_compressor is None:
             from contextkit.compressors.evidence import EvidenceCompressor
 
@@ -172,7 +182,7 @@ class ContextAssembler:
                                                           DEFAULT_TOKENIZER)
         return self.evidence_compressor
 
-    def _summarizer(self, config: AssemblerConfig) -> Any:
+    def _summarizer(self, config: AssemblerConfig) -> Compressor:
         if self.history_summarizer is not None:
             return self.history_summarizer
         from contextkit.compressors.history import HistorySummarizer
@@ -182,7 +192,7 @@ class ContextAssembler:
             self._extractive = HistorySummarizer(summary_max_tokens=config.summary_max_tokens)
         return self._extractive
 
-    def _retrieve(self, retriever: Any, query: str, k: int | None, filters: Any,
+    def _retrieve(self, retriever: Retriever, query: str, k: int | None, filters: Filters | None,
                   budget: int | str | ModelProfile) -> list[EvidenceItem]:
         index = retriever.index
         if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
@@ -213,28 +223,25 @@ class ContextAssembler:
         return cls(options.pop("budget", None), **options)
 
     # --------------------------------------------------------- persistence
-    def to_dict(self) -> dict[str, Any]:
-        """The settings (a profile as its fields), for :meth:`from_dict`; JSON-ready."""
-        data = {"type": "ContextAssembler", **self.config.model_dump()}
+    def _settings(self) -> dict[str, Any]:
+        """The settings (a profile as its fields), JSON-ready: what :meth:`from_dict` takes back."""
+        data = self.config.model_dump()
         if self.profile is not None:
             data["budget"] = self.profile.model_dump()
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any], **kwargs: Any) -> ContextAssembler:
-        """Rebuild from :meth:`to_dict`; ``kwargs`` pass what a dict cannot hold (``index=``, a summarizer)."""
-        data = dict(data)
-        kind = data.pop("type", "ContextAssembler")
-        if kind != "ContextAssembler":
-            raise InvalidArgumentError(f"ContextAssembler.from_dict got the settings of a {kind!r}")
-        budget = data.pop("budget", None)
+    def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
+        """Rebuild from :meth:`to_dict`; ``objects`` pass what a dict cannot hold (``index=``, a summarizer)."""
+        settings = cls._settings_of(data)
+        budget = settings.pop("budget", None)
         if isinstance(budget, dict):
             budget = ModelProfile(**budget)
-        return cls(budget, **data, **kwargs)
+        return cls(budget, **settings, **objects)
 
 
-def _with_similarity(items: list[EvidenceItem], retriever: Any, query: str, n: int,
-                     filters: Any) -> list[EvidenceItem]:
+def _with_similarity(items: list[EvidenceItem], retriever: Retriever, query: str, n: int,
+                     filters: Filters | None) -> list[EvidenceItem]:
     """The items with their query similarity (the dense cosine), for the relevance gate's off-topic check.
 
     A dense retriever's scores are that similarity; a hybrid one's are fused and relative (the

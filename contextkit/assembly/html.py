@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
+from contextkit.assembly._states import ItemStatus
 from contextkit.assembly.report import AssemblyReport
 
 __all__ = ["render_html", "write_html"]
@@ -68,7 +69,7 @@ def _prompt_html(prompt: str, report: AssemblyReport) -> str:
 
 
 def _left_out(report: AssemblyReport) -> str:
-    rows = [i for i in report.items if i.status != "included"]
+    rows = [i for i in report.items if i.status != ItemStatus.INCLUDED]
     if not rows:
         return "<p>Nothing was left out or cut.</p>"
     body = "".join(

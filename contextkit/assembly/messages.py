@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from contextkit.assembly._states import ItemStatus, Role
 from contextkit.core.errors import InvalidArgumentError
 
 __all__ = ["OVERHEAD", "ChatParts", "ChatStyle", "build_messages", "chat_reserve", "count_messages"]
@@ -106,7 +107,7 @@ def count_messages(parts: ChatParts, style: str, tokenizer: Any) -> int:
     return sum(tokenizer.count_many(texts)) + per * len(texts) + reply
 
 
-_SYSTEM_ROLES = ("key_instructions", "system")
+_SYSTEM_ROLES = (Role.KEY_INSTRUCTIONS, Role.SYSTEM)
 _CHAT_ROLES = ("user", "assistant")
 
 
@@ -121,7 +122,7 @@ def chat_parts(fills: list[Any]) -> ChatParts:
             kept = []
             for b in f.blocks:
                 e = f.entries[b.item] if b.item is not None else None
-                if e is not None and e.role in _CHAT_ROLES and e.status == "included":
+                if e is not None and e.role in _CHAT_ROLES and e.status == ItemStatus.INCLUDED:
                     parts.turns.append((e.role, e.raw))
                 else:
                     kept.append(b.text)

@@ -8,12 +8,16 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from contextkit.assembly._states import LEFT_OUT, ItemStatus, SectionStatus
 from contextkit.assembly.relevance import RelevanceReport
 from contextkit.compressors.base import CompressionReport
 
-__all__ = ["AssemblyReport", "ItemReport", "SectionReport"]
+__all__ = ["AssemblyReport", "ItemReport", "ItemStatus", "SectionReport", "SectionStatus"]
 
-ItemStatus = Literal["included", "truncated", "dropped", "merged", "summarized"]
+#: The values of :class:`ItemStatus` a report can show (all but ``pending``), kept plain strings in the report.
+ReportedItemStatus = Literal["included", "truncated", "dropped", "merged", "summarized"]
+#: The values of :class:`SectionStatus` a report can show (all but ``pending``).
+ReportedSectionStatus = Literal["included", "truncated", "dropped"]
 DropReason = Literal["budget", "duplicate", "near_duplicate", "below_min_score", "irrelevant", "filter", "empty",
                      "max_share"]
 
@@ -25,7 +29,7 @@ class ItemReport(BaseModel):
     section: str
     source: str = ""
     score: float | None = None
-    status: ItemStatus
+    status: ReportedItemStatus
     reason: DropReason | None = None
     detail: str | None = Field(default=None, description="e.g. the id it duplicates or was merged into")
     tokens: int = Field(default=0, description="tokens of its block in the prompt (0 when left out)")
@@ -46,7 +50,7 @@ class SectionReport(BaseModel):
     tokens: int = Field(description="exact tokens of the section's blocks in the prompt")
     start: int = Field(default=0, description="character offset of the section in the prompt")
     end: int = Field(default=0, description="character offset just past the section")
-    status: Literal["included", "truncated", "dropped"]
+    status: ReportedSectionStatus
     reason: str | None = None
     items_included: int = 0
     items_truncated: int = 0
@@ -80,7 +84,7 @@ class AssemblyReport(BaseModel):
     chat_tokens_exact: bool | None = Field(default=None, description="False when the overhead or tokenizer is estimated")
 
     def dropped(self) -> list[ItemReport]:
-        return [i for i in self.items if i.status in ("dropped", "merged", "summarized")]
+        return [i for i in self.items if i.status in LEFT_OUT]
 
     def counts(self) -> dict[str, int]:
         out: dict[str, int] = {}

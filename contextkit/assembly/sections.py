@@ -18,21 +18,23 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from contextkit.assembly._states import Role
 from contextkit.core.errors import SectionError
 from contextkit.core.records import EvidenceItem, Message
 
-__all__ = ["ROLES", "EvidenceItem", "Section", "SectionError"]
+__all__ = ["ROLES", "EvidenceItem", "Role", "Section", "SectionError"]
 
 #: Known roles in prompt order (key instructions lead); any other name is a custom role,
 #: placed after domain knowledge.
-ROLES = ("key_instructions", "system", "task", "domain_knowledge", "custom", "evidence", "tool_result", "history",
-         "question")
-_DEFAULT_PRIORITY = {"system": 100, "key_instructions": 100, "question": 100, "task": 90,
-                     "tool_result": 80, "evidence": 75, "history": 70, "domain_knowledge": 60, "custom": 55}
-_DEFAULT_PINNED = {"system", "key_instructions", "question"}
-_DEFAULT_TAG = {"system": "system", "key_instructions": "instructions", "task": "task",
-                "domain_knowledge": "knowledge", "evidence": "evidence", "tool_result": "tool_output", "history": "history",
-                "question": "question"}
+#: (:class:`Role` names them; a role given as a plain string compares equal to its member.)
+ROLES: tuple[str, ...] = tuple(r.value for r in Role if r is not Role.REMINDER)
+_DEFAULT_PRIORITY: dict[str, int] = {
+    Role.SYSTEM: 100, Role.KEY_INSTRUCTIONS: 100, Role.QUESTION: 100, Role.TASK: 90, Role.TOOL_RESULT: 80,
+    Role.EVIDENCE: 75, Role.HISTORY: 70, Role.DOMAIN_KNOWLEDGE: 60, Role.CUSTOM: 55}
+_DEFAULT_PINNED: set[str] = {Role.SYSTEM, Role.KEY_INSTRUCTIONS, Role.QUESTION}
+_DEFAULT_TAG: dict[str, str] = {
+    Role.SYSTEM: "system", Role.KEY_INSTRUCTIONS: "instructions", Role.TASK: "task", Role.DOMAIN_KNOWLEDGE: "knowledge",
+    Role.EVIDENCE: "evidence", Role.TOOL_RESULT: "tool_output", Role.HISTORY: "history", Role.QUESTION: "question"}
 _TAG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 
 
@@ -46,7 +48,7 @@ class Section:
     """
 
     name: str
-    role: str = "custom"
+    role: str = Role.CUSTOM.value
     content: str | None = None
     items: list[EvidenceItem] | None = None
     messages: list[Message] | None = None
@@ -62,9 +64,9 @@ class Section:
         if sum(given) != 1:
             raise SectionError(f"section {self.name!r}: give exactly one of content, items or messages")
         if self.role not in ROLES:
-            self.role = "custom" if self.role in ("", None) else self.role
+            self.role = Role.CUSTOM.value if self.role in ("", None) else self.role
         if self.priority is None:
-            self.priority = _DEFAULT_PRIORITY.get(self.role, _DEFAULT_PRIORITY["custom"])
+            self.priority = _DEFAULT_PRIORITY.get(self.role, _DEFAULT_PRIORITY[Role.CUSTOM])
         if self.pinned is None:
             self.pinned = self.role in _DEFAULT_PINNED
         self._check_shares()
@@ -102,7 +104,7 @@ class Section:
 
     @property
     def layout_rank(self) -> int:
-        return ROLES.index(self.role) if self.role in ROLES else ROLES.index("custom")
+        return ROLES.index(self.role) if self.role in ROLES else ROLES.index(Role.CUSTOM)
 
 
 def _slug(name: str) -> str:

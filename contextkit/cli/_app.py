@@ -105,7 +105,7 @@ def safe(text: object, keep_lines: bool = False) -> str:
     if value.isprintable():
         return value
     if keep_lines and all(line.replace("\t", "").isprintable() for line in value.split("\n")):
-        return value  # a document's usual text, checked at C speed (the loop below is 2 s on 14 MB)
+        return value  # a document's usual text, checked at C speed (the loop below is slow on megabytes)
     out_chars = []
     for ch in value:
         if ch.isprintable() or (keep_lines and ch in "\n\t"):
@@ -120,8 +120,8 @@ def safe(text: object, keep_lines: bool = False) -> str:
 
 def plain_rule(title: str, width: int) -> str:
     """``──── title ────`` across ``width`` columns (wider for a long title): what rich's ``Console.rule`` draws where
-    stdout is not a terminal, written directly (rich takes about 1 ms a rule, 30 s for the
-    rules of a 14 MB file's chunks)."""
+    stdout is not a terminal, written directly (rich's own rule costs too much once per chunk of a
+    large file: ``python bench/bench_chunking.py``)."""
     fill = max(4, width - len(title) - 2)  # a title too long for the width still has its dashes
     return "─" * (fill // 2) + f" {title} " + "─" * (fill - fill // 2)
 

@@ -14,6 +14,7 @@ from rich.table import Table
 
 from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
 from contextkit.cli._settings import file_settings
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time (CLI start-up)
     from contextkit.core.records import Message
@@ -58,7 +59,7 @@ def assemble(
         help="write a self-contained HTML page: the prompt by section, the budget chart, what was left out")] = None,
     summarize_history: Annotated[bool, typer.Option(
         help="condense history turns that do not fit into a summary (else drop them)")] = True,
-    summary_tokens: Annotated[int, typer.Option(help="hard cap on the history summary, in tokens")] = 512,
+    summary_tokens: Annotated[int, typer.Option(help="hard cap on the history summary, in tokens")] = DEFAULT_SUMMARY_MAX_TOKENS,
     redact: Annotated[bool, typer.Option(help="mask PII in the evidence, history and question")] = False,
     compress_evidence: Annotated[float | None, typer.Option(
         help="prune retrieved passages to the sentences that bear on the question, to 1/N of their tokens")] = None,

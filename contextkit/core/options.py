@@ -106,7 +106,7 @@ class Component:
         """``data`` without its ``"type"`` key, which must name this class when present."""
         kind = data.get("type", cls.__name__)
         if kind != cls.__name__:
-            raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind}")
+            raise InvalidArgumentError(f"{cls.__name__}.from_dict got the settings of a {kind!r}")
         return {k: v for k, v in data.items() if k != "type"}
 
     @classmethod

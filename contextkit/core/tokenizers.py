@@ -37,10 +37,12 @@ __all__ = [
     "get_tokenizer",
 ]
 
-#: Encodings whose pre-tokenizer we have analysed: a cut at a "stable boundary"
+#: The tiktoken encodings contextkit loads by name (offline, from the files llama-index-core ships).
+TIKTOKEN_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"})
+#: Encodings whose pre-tokenizer we have analysed (all of the above): a cut at a "stable boundary"
 #: (see :meth:`Tokenizer.stable_boundaries`) gives token-exact chunks without
 #: re-encoding. Others are still exact, via re-encoding at the cuts.
-_STABLE_ENCODINGS = frozenset({"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"})
+_STABLE_ENCODINGS = TIKTOKEN_ENCODINGS
 
 
 class Tokenizer(ABC):
@@ -167,8 +169,8 @@ def _offline_bpe_loader(encoding_name: str, parse: bool = True):
 def _parse_bpe(data: bytes, path: Path, verified: bool) -> dict[bytes, int]:
     """``{token bytes: rank}`` from a ``.tiktoken`` file: one ``base64 rank`` pair per line.
 
-    The same mapping as tiktoken's own parser (``base64.b64decode``, ``int``), in 40% less
-    time: a whole process that chunks one text pays it before its first token. A file whose
+    The same mapping as tiktoken's own parser (``base64.b64decode``, ``int``), in less
+    time (``python bench/bench_chunking.py --section whole-process``): a whole process that chunks one text pays it before its first token. A file whose
     hash was checked is split in one pass; any other is read line by line, and a bad line
     is named.
     """
@@ -237,7 +239,7 @@ def _token_byte_lengths(name: str):
     enc = _load_encoding(name)
     ranks = enc._mergeable_ranks
     lengths = np.zeros(enc.n_vocab, dtype=np.int64)
-    # As arrays, not a loop over 100,000 items: every process that chunks pays this once (40 ms less).
+    # As arrays, not a loop over 100,000 items: every process that chunks pays this once.
     lengths[np.fromiter(ranks.values(), np.int64, len(ranks))] = np.fromiter(map(len, ranks), np.int64, len(ranks))
     for text, rank in enc._special_tokens.items():
         if rank < len(lengths):
@@ -472,7 +474,7 @@ def get_tokenizer(name: str | Tokenizer = DEFAULT_TOKENIZER) -> Tokenizer:
     """
     if isinstance(name, Tokenizer):
         return name
-    if name in {"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"}:
+    if name in TIKTOKEN_ENCODINGS:
         return TiktokenTokenizer(name)
     if name == "model":
         return HuggingFaceTokenizer(default_model_path())

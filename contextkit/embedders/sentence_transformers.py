@@ -43,8 +43,8 @@ class Embedder(BaseEmbedder):
     ``"truncate"`` (the model's own behaviour, reported as lost coverage).
     ``backend`` is ``"torch"``, ``"onnx"`` (ONNX Runtime, CPU only; needs
     ``contextkit[onnx]``) or ``"auto"``: ONNX on a CPU when it is installed and
-    the model allows it, since it embeds one query about 3x faster with the same
-    vectors (to 1e-6); PyTorch otherwise. With ``"auto"``, a call of at least one
+    the model allows it, since it embeds one query several times faster with the same
+    vectors (to 1e-6; ``python bench/bench_retrieval.py latency``); PyTorch otherwise. With ``"auto"``, a call of at least one
     model batch of texts (ingestion) runs the PyTorch pipeline below even where
     ONNX is installed: in bulk it is as fast or faster (2 cores, 282 PEP windows:
     0.98-1.00 of ``SentenceTransformer.encode`` against 0.79 for ONNX in slices of
@@ -287,7 +287,7 @@ class Embedder(BaseEmbedder):
     def slice_size(self) -> int:
         """Texts embedded, cached (committed to an index store) and reported to ``progress`` at a time.
 
-        Two model batches (128 texts on a CPU, about 4 s on 2 cores; 1,024 on CUDA): small enough
+        Two model batches (128 texts on a CPU, 1,024 on CUDA; seconds each on a small CPU): small enough
         that a progress bar moves within an ingestion batch and Ctrl-C keeps nearly all the
         vectors made (the next run finds them in the cache), large enough to keep the pipeline full."""
         return max(self.batch_size * 2, 128)

@@ -62,7 +62,7 @@ class IndexManifest(BaseModel):
                          description="ivfpq: PQ sub-vectors (0: by size at each training, dim/8 or dim/4)")
     ivfpq_nbits: int = Field(default=8, ge=1, le=16, description="ivfpq: bits per PQ sub-vector code")
     ivfpq_nprobe: int = Field(default=8, ge=1, le=1 << 20, description="ivfpq: inverted lists visited per query")
-    # 200: at 10M vectors (bench/bench_10m.py) Recall@10 0.982 vs 0.959 for 100, at the same p50 within the noise
+    # 200: chosen at 10M vectors by bench/bench_10m.py (better recall than 100 at the same p50 within the noise)
     ivfpq_refine: int = Field(default=200, ge=0, le=1 << 20,
                               description="ivfpq: IVF-PQ candidates re-scored exactly (float16 vectors)")
     metric: Literal["ip"] = "ip"

@@ -24,22 +24,25 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
+from contextkit.compressors.base import Redactor
+from contextkit.compressors.redact import PIIRedactor
+from contextkit.index import Index
+
 __all__ = ["file_keys"]
 
 _SALT_KEY = "file_key_salt"
 
 
-def file_keys(index: Any, redactor: Any) -> Callable[[str], str]:
+def file_keys(index: Index, redactor: Redactor | None) -> Callable[[str], str]:
     """The function from a file's id (its path as discovered) to the id the store keeps.
 
     Identity unless ``index`` redacts. Creates the salt on first use (a writer only) and
     renames the rows of files an older run recorded under their real paths."""
-    if not index.manifest.redact or redactor is None or not hasattr(redactor, "detect"):
+    if not index.manifest.redact or not isinstance(redactor, PIIRedactor):  # the keyed ids need its detect()
         return lambda doc_id: doc_id
-    salt_hex = index.store.get_meta(_SALT_KEY)
-    fresh = salt_hex is None
-    if fresh:
-        salt_hex = secrets.token_hex(16)
+    recorded = index.store.get_meta(_SALT_KEY)
+    fresh = recorded is None
+    salt_hex = secrets.token_hex(16) if recorded is None else recorded
     salt = bytes.fromhex(salt_hex)
     cache: dict[str, str] = {}
 
@@ -55,7 +58,7 @@ def file_keys(index: Any, redactor: Any) -> Callable[[str], str]:
     return key
 
 
-def _masked_id(doc_id: str, redactor: Any, salt: bytes) -> str:
+def _masked_id(doc_id: str, redactor: PIIRedactor, salt: bytes) -> str:
     """``doc_id`` with each personal value replaced by ``<KIND>`` and the keyed digest appended; as it is
     when it holds none. A JSONL record's part (after ``#``) is masked later with the document id."""
     spans = sorted(redactor.detect(doc_id))

@@ -10,9 +10,9 @@ from typing import Any
 from contextkit.core.errors import IndexFolderError, NothingToIngestError
 from contextkit.core.telemetry import ingest_figures, traced
 from contextkit.embedders import Embedder
-from contextkit.index import Index
 from contextkit.ingestion._file_keys import file_keys
 from contextkit.ingestion._local import run_batches
+from contextkit.ingestion._run import IngestRun
 from contextkit.ingestion._steps import make_redactor, open_index, prune
 from contextkit.ingestion._types import (
     Clock,
@@ -72,8 +72,7 @@ def ingest(
     if not found.files:
         raise NothingToIngestError(_nothing_found(paths, config, report), report.failures)
     # what runs the plan: the local batches, or the Ray engine's (same call, the redactor left to it)
-    runner: Callable[[list[Pending], Index, Any, Any, IngestConfig, IngestReport,
-                      Callable[[IngestEvent], None], Clock], None] = run_batches
+    runner: Callable[[list[Pending], IngestRun], None] = run_batches
     if config.engine == "ray":  # connects first: an unreachable cluster leaves no index behind
         from contextkit.ingestion.ray import ray_batches
 
@@ -98,7 +97,7 @@ def ingest(
                 else:
                     todo.append(Pending(src, sha, size, is_new=src.doc_id not in known))
         notify(IngestEvent("plan", files=len(todo)))
-        runner(todo, index, embedder, chunker, config, report, notify, clock)
+        runner(todo, IngestRun(index, embedder, chunker, config, report, notify, clock))
         if config.prune:
             prune(index, sources, _prunable(known, found.errors, key), found.errors, report)
         with clock("save"):

@@ -8,7 +8,6 @@ out, its new ones in), prune files that are gone. A leaf of the package: it impo
 from __future__ import annotations
 
 import logging
-from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -17,10 +16,12 @@ from typing import Any
 import numpy as np
 
 from contextkit.chunking import TokenChunker
+from contextkit.compressors.base import Redactor
 from contextkit.core.errors import IndexExistsError
 from contextkit.core.records import Chunk, Document
 from contextkit.embedders import DEFAULT_MODEL, Embedder, EmbeddingReport, embedder_for
 from contextkit.index import Index, IndexMismatchError
+from contextkit.ingestion._run import IngestRun, PreEmbedded
 from contextkit.ingestion._types import (
     Clock,
     FileFailure,
@@ -94,7 +95,7 @@ def _create(index_dir: Path, config: IngestConfig, given: Embedder | None) -> tu
     return index, embedder, chunker
 
 
-def load(item: Pending, limits: LoadLimits, redactor: Any, report: IngestReport, clock: Clock) -> bool:
+def load(item: Pending, limits: LoadLimits, redactor: Redactor | None, report: IngestReport, clock: Clock) -> bool:
     """Load one file into ``item.documents`` (PII masked when ``redactor``); False when nothing of it is kept.
 
     Its load errors go to the report; a file that gave some documents keeps them, as does an empty one."""
@@ -116,7 +117,7 @@ def make_redactor() -> Any:
     return PIIRedactor()  # one session per run: a value keeps its placeholder across files
 
 
-def redact(documents: list[Document], redactor: Any, report: IngestReport) -> list[Document]:
+def redact(documents: list[Document], redactor: Redactor, report: IngestReport) -> list[Document]:
     """The documents with PII masked in their text and in everything else the store keeps and a prompt
     shows: the id (which holds the file name and a JSONL ``_id``), the source path and the metadata
     (a JSONL ``title`` and ``metadata``), all in the run's one session, so a value has one placeholder
@@ -128,7 +129,7 @@ def redact(documents: list[Document], redactor: Any, report: IngestReport) -> li
     out = []
     for doc in documents:
         counts: Counter[str] = Counter()
-        if not hasattr(redactor, "mask_id"):  # a redactor of the caller's with only redact(): the text alone
+        if not isinstance(redactor, Redactor):  # a caller's object with only redact(): the text alone
             result = redactor.redact(doc.text)
             counts.update(result.counts)
             text, doc_id, source, metadata = result.text, doc.id, doc.source, doc.metadata
@@ -216,17 +217,6 @@ def _records_of(item: Pending) -> Records:
                    file=item.source.doc_id, replace_file=item.replace, file_record=complete)
 
 
-class PreEmbedded(ABC):
-    """Vectors computed before the commit (by the Ray runner's workers): :func:`embed_batch` takes
-    them from here instead of asking an embedder."""
-
-    @abstractmethod
-    def take(self, index: Index, texts: Sequence[str], progress: Callable[[int], None] | None = None
-             ) -> tuple[np.ndarray, list[str], EmbeddingReport]:
-        """The vectors of ``texts``, their keys and the embedding's report, the vectors kept by
-        ``index`` (:meth:`Index.put_vectors`) before this returns."""
-
-
 def embed_batch(index: Index, embedder: Embedder | PreEmbedded, texts: Sequence[str],
                 progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, list[str], EmbeddingReport]:
     """The vectors of ``texts`` (one row each), their keys (``embedder.cache_key``) and what embedding did;
@@ -282,12 +272,13 @@ def _slices(todo: list[int], size: int, batch_size: int) -> list[list[int]]:
     return parts
 
 
-def commit_batch(batch: list[Pending], index: Index, embedder: Embedder | PreEmbedded, report: IngestReport, notify,
-                  clock) -> None:
+def commit_batch(batch: list[Pending], run: IngestRun) -> None:
+    """Embed ``batch`` (vectors the index holds are reused) and commit it in one transaction."""
+    index, report, notify, clock = run.index, run.report, run.notify, run.clock
     chunks = [c for item in batch for c in item.chunks]
     texts = [c.embedding_text for c in chunks]
     with clock("embed"):  # the index keeps each slice of vectors as it is made (see embed_batch)
-        vectors, keys, embedding = embed_batch(index, embedder, texts,
+        vectors, keys, embedding = embed_batch(index, run.embedder, texts,
                                                progress=lambda n: notify(IngestEvent("embedded", chunks=n)))
     report.embedding.add(embedding)
     with clock("store"):

@@ -14,8 +14,8 @@ from typing import Any
 
 from contextkit.chunking import ChunkTooSmallError, HeaderTooLargeError, TokenChunker
 from contextkit.core.records import Chunk, Document
-from contextkit.index import Index
 from contextkit.ingestion import _steps
+from contextkit.ingestion._run import IngestRun
 from contextkit.ingestion._types import FileFailure, IngestConfig, IngestReport, Pending
 from contextkit.loaders import (
     LoadFailure,
@@ -26,9 +26,7 @@ from contextkit.loaders import (
 )
 
 
-def stream_file(item: Pending, stream: TextStream, index: Index, embedder: Any, chunker: TokenChunker,
-                config: IngestConfig, report: IngestReport, notify: Any, clock: Any,
-                redactor: Any = None) -> None:
+def stream_file(item: Pending, stream: TextStream, run: IngestRun) -> None:
     """Chunk and commit one large file part by part: memory is bounded by the block and batch
     sizes, not the file size, and the records equal those of a whole load.
 
@@ -38,6 +36,7 @@ def stream_file(item: Pending, stream: TextStream, index: Index, embedder: Any, 
     cache). The file is read once first to check it: one that fails half-way (invalid UTF-8 at
     byte 900,000,000) is reported with the indexed version left as it was.
     """
+    chunker, config, report, clock, redactor = run.chunker, run.config, run.report, run.clock, run.redactor
     with clock("load"):
         problem = stream.check()  # also counts the characters of a text file
     if problem is not None:
@@ -59,13 +58,13 @@ def stream_file(item: Pending, stream: TextStream, index: Index, embedder: Any, 
             part = Pending(item.source, item.sha256, item.size, documents, chunks, item.is_new,
                            replace=done.replace, complete=upcoming is None, n_chars=n_chars,
                            n_documents=done.n_documents)
-            _steps.commit_batch([part], index, embedder, report, notify, clock)
+            _steps.commit_batch([part], run)
             done.replace, done.n_documents = False, done.n_documents + len(documents)
             tokens += sum(c.token_count for c in chunks)
     except (LoadFailure, HeaderTooLargeError, ChunkTooSmallError) as exc:  # file changed after the check; no room
         if not done.replace:  # take back the parts committed: the file is reported, not half-indexed
-            with index.transaction():
-                removed = index.delete_file(item.source.doc_id)
+            with run.index.transaction():
+                removed = run.index.delete_file(item.source.doc_id)
             report.chunks_added -= removed
             report.tokens -= tokens
             report.documents -= done.n_documents

@@ -157,11 +157,15 @@ class IngestReport(BaseModel):
         return done == 0 and self.files_removed == 0
 
 
+#: What an :class:`IngestEvent` reports: the plan made, a file done, chunks embedded.
+IngestEventKind = Literal["plan", "file", "embedded"]
+
+
 @dataclass
 class IngestEvent:
     """Progress, for a progress bar: ``kind`` is "plan", "file" or "embedded"."""
 
-    kind: str
+    kind: IngestEventKind
     files: int = 0
     chunks: int = 0
     tokens: int = 0

@@ -27,6 +27,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,11 +37,11 @@ from contextkit.core.records import Chunk, Document
 from contextkit.embedders import EmbeddingReport
 from contextkit.index import Index
 from contextkit.ingestion._local import run_batches
-from contextkit.ingestion._steps import PreEmbedded, commit_batch, load, make_redactor
+from contextkit.ingestion._run import IngestRun, PreEmbedded
+from contextkit.ingestion._steps import commit_batch, load, make_redactor
 from contextkit.ingestion._types import (
     FileFailure,
     IngestConfig,
-    IngestEvent,
     IngestReport,
     Pending,
 )
@@ -87,27 +88,28 @@ class RayBatches:
         self.num_gpus = config.num_gpus
         check_gpus(self.ray, self.num_gpus)
 
-    def __call__(self, todo: list[Pending], index: Index, embedder: Any, chunker: Any, config: IngestConfig,
-                 report: IngestReport, notify: Callable[[IngestEvent], None], clock: Any) -> None:
-        redactor = make_redactor() if index.manifest.redact else None  # one PII session for the whole run
+    def __call__(self, todo: list[Pending], run: IngestRun) -> None:
+        config, report, clock = run.config, run.report, run.clock
+        redactor = make_redactor() if run.index.manifest.redact else None  # one PII session for the whole run
+        run = replace(run, redactor=redactor)
         big = [p for p in todo if p.size > config.stream_above_bytes]
         if big:  # streamed here, in bounded memory; a worker would hold the whole text (and may die of it)
             log.info("ray: %d file(s) above %d bytes streamed and embedded on this machine (e.g. %s)",
                      len(big), config.stream_above_bytes, big[0].source.doc_id)
-            run_batches(big, index, embedder, chunker, config, report, notify, clock, redactor=redactor)
+            run_batches(big, run)
             todo = [p for p in todo if p.size <= config.stream_above_bytes]
         if redactor is None:
-            self._run(todo, [""] * len(todo), index, chunker, config, report, notify, clock)
+            self._run(todo, [""] * len(todo), run)
             return
         # Redacting: the driver loads and masks each file (placeholders are numbered across files, in
         # the local order), a part of at most stream_above_bytes at a time; workers chunk and embed.
         for part in _parts(todo, max(1, config.stream_above_bytes)):
             kept, documents = _load_redacted(part, redactor, config, report, clock)
-            self._run(kept, documents, index, chunker, config, report, notify, clock)
+            self._run(kept, documents, run)
 
-    def _run(self, todo: list[Pending], documents: list[str], index: Index, chunker: Any, config: IngestConfig,
-             report: IngestReport, notify: Callable[[IngestEvent], None], clock: Any) -> None:
+    def _run(self, todo: list[Pending], documents: list[str], run: IngestRun) -> None:
         """One Ray job over ``todo`` (``documents``: each file's pre-loaded documents as JSON, or "")."""
+        index, chunker, config = run.index, run.chunker, run.config
         if not todo:
             return
         ray = self.ray
@@ -142,15 +144,16 @@ class RayBatches:
                                            "long_text": settings.get("long_text", "window"), "expect": settings,
                                            **fault_hook()})
             log.info("ray: %d files in %d blocks, %d embedding actor(s), %g GPU each", len(todo), blocks, actors, gpus)
-            self._commit_rows(ds, todo, index, config, report, notify, clock)
+            self._commit_rows(ds, todo, run)
         finally:
             context.execution_options.preserve_order, context.enable_progress_bars = saved
 
-    def _commit_rows(self, ds: Any, todo: list[Pending], index: Index, config: IngestConfig, report: IngestReport,
-                     notify: Callable[[IngestEvent], None], clock: Any) -> None:
+    def _commit_rows(self, ds: Any, todo: list[Pending], run: IngestRun) -> None:
         """Commit files as they come back, in batches of about ``config.batch_chunks`` chunks."""
+        index, config, report, clock = run.index, run.config, run.report, run.clock
         waiting = {p.source.doc_id: p for p in todo}
         arrived = _Arrived(index)
+        committing = run.with_embedder(arrived)
         batch: list[Pending] = []
         committed = 0
         try:
@@ -170,11 +173,11 @@ class RayBatches:
                 arrived.add(item.chunks, json.loads(str(row["keys"])), row["vectors"], json.loads(str(row["cached"])))
                 batch.append(item)
                 if sum(len(i.chunks) for i in batch) >= config.batch_chunks:
-                    commit_batch(batch, index, arrived, report, notify, clock)
+                    commit_batch(batch, committing)
                     committed += len(batch)
                     batch = []
             if batch:
-                commit_batch(batch, index, arrived, report, notify, clock)
+                commit_batch(batch, committing)
                 committed += len(batch)
         except _JobFailed as failed:
             raise RayIngestError(

@@ -23,11 +23,10 @@ import numpy as np
 
 from contextkit.core.config import DEFAULT_TOKENIZER
 from contextkit.core.errors import InvalidArgumentError
-from contextkit.core.tokenizers import HuggingFaceTokenizer, Tokenizer, get_tokenizer
+from contextkit.core.tokenizers import TIKTOKEN_ENCODINGS, HuggingFaceTokenizer, Tokenizer, get_tokenizer
 
 __all__ = ["CallableTokenizer", "num_output_of", "prompt_budget", "resolve_tokenizer"]
 
-_TIKTOKEN_NAMES = frozenset({"cl100k_base", "o200k_base", "p50k_base", "r50k_base", "gpt2"})
 _PIECE = re.compile(r"\S+\s*|\s+")
 
 
@@ -91,7 +90,7 @@ def _from_callable(fn: Callable[..., Any]) -> Tokenizer:
     """The tokenizer behind ``Settings.tokenizer``: a known one when it can be recognised, else the callable."""
     target = fn.func if isinstance(fn, functools.partial) else fn
     owner = getattr(target, "__self__", None)
-    if owner is not None and type(owner).__module__.startswith("tiktoken") and owner.name in _TIKTOKEN_NAMES:
+    if owner is not None and type(owner).__module__.startswith("tiktoken") and owner.name in TIKTOKEN_ENCODINGS:
         return get_tokenizer(owner.name)
     if owner is not None and hasattr(owner, "name_or_path") and hasattr(owner, "convert_ids_to_tokens"):
         return HuggingFaceTokenizer(str(owner.name_or_path), tokenizer=owner)

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from llama_index.core.llms import ChatMessage
+from llama_index.core.llms import ChatMessage, MessageRole
 from llama_index.core.memory import Memory
 from llama_index.core.memory.memory import BaseMemoryBlock
 from pydantic import Field, PrivateAttr
 
 from contextkit.assembly.render import escape_text
 from contextkit.compressors.history import HistorySummarizer
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
 from contextkit.core.records import Message
 from contextkit.core.tokenizers import get_tokenizer
 
@@ -42,8 +43,8 @@ class ContextKitSummaryBlock(BaseMemoryBlock[str]):
 
     name: str = "conversation_summary"
     description: str | None = "Older turns of this conversation, condensed by contextkit."
-    summary_max_tokens: int = Field(default=512, ge=16)
-    tokenizer: str = "cl100k_base"
+    summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, ge=16)
+    tokenizer: str = DEFAULT_TOKENIZER
     #: ``Memory``'s rule: 0 is never truncated, higher numbers are cut first. A summary of
     #: old turns is the first thing to give up when the limit is reached, so not 0 (the
     #: base class's default), which let the summary push ``Memory`` past ``token_limit``.
@@ -60,7 +61,7 @@ class ContextKitSummaryBlock(BaseMemoryBlock[str]):
     async def _aget(self, messages: list[ChatMessage] | None = None, **block_kwargs: Any) -> str:
         if not self._flushed:
             return ""
-        question = next((_text(m) for m in reversed(messages or []) if str(m.role.value) == "user"), None)
+        question = next((_text(m) for m in reversed(messages or []) if m.role == MessageRole.USER), None)
         self._question = question  # what atruncate summarises for, if Memory must shorten this
         summary = self._get_summarizer().summarize(self._flushed, question, max_tokens=self.summary_max_tokens)
         return escape_text(summary)  # LlamaIndex wraps blocks in XML tags: keep turn text from closing them
@@ -139,7 +140,7 @@ class ContextKitMemory(Memory):
         return out
 
 
-def contextkit_memory(token_limit: int = 3000, summary_max_tokens: int = 512, *, priority: int = 1,
+def contextkit_memory(token_limit: int = 3000, summary_max_tokens: int = DEFAULT_SUMMARY_MAX_TOKENS, *, priority: int = 1,
                       **memory_kwargs: Any) -> ContextKitMemory:
     """A LlamaIndex ``Memory`` whose overflow goes to a :class:`ContextKitSummaryBlock` (and whose
     ``reset`` clears that summary too).

@@ -40,6 +40,7 @@ from llama_index.core.vector_stores.utils import (
     node_to_metadata_dict,
 )
 
+from contextkit.core.config import DEFAULT_TOKENIZER
 from contextkit.core.errors import InvalidArgumentError
 from contextkit.core.records import Chunk
 from contextkit.core.tokenizers import Tokenizer, get_tokenizer
@@ -65,13 +66,13 @@ class ContextKitVectorStore(BasePydanticVectorStore):
     path: str
     mode: Literal["dense", "hybrid"] = "dense"
     model: str = "llamaindex"
-    tokenizer: str = "cl100k_base"
+    tokenizer: str = DEFAULT_TOKENIZER
 
     _index: Index | None = PrivateAttr(default=None)
     _tok: Tokenizer | None = PrivateAttr(default=None)
 
     def __init__(self, path: str | Path, *, mode: Literal["dense", "hybrid"] = "dense", model: str = "llamaindex",
-                 tokenizer: str = "cl100k_base", **kwargs: Any) -> None:
+                 tokenizer: str = DEFAULT_TOKENIZER, **kwargs: Any) -> None:
         if mode not in ("dense", "hybrid"):
             raise InvalidArgumentError(f"mode must be 'dense' or 'hybrid', not {mode!r}")
         # The pydantic mypy plugin types the parent's __init__ with the parent's fields only; these are ours.
