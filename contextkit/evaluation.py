@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -279,7 +279,7 @@ class EvalReport(BaseModel):
 class EvalEvent:
     """Progress: ``kind`` is "ingest" (with the ingestion's own ``event``), "mode" (a retriever starts), "query"."""
 
-    kind: str
+    kind: Literal["ingest", "mode", "query"]
     mode: str = ""
     done: int = 0
     total: int = 0

@@ -69,7 +69,7 @@ def _prompt_html(prompt: str, report: AssemblyReport) -> str:
 
 
 def _left_out(report: AssemblyReport) -> str:
-    rows = [i for i in report.items if i.status != ItemStatus.INCLUDED]
+    rows = [i for i in report.items if i.status != ItemStatus.INCLUDED.value]
     if not rows:
         return "<p>Nothing was left out or cut.</p>"
     body = "".join(

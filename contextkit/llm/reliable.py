@@ -48,9 +48,9 @@ __all__ = ["ReliableLLM"]
 class _Failed(Exception):
     """One attempt failed in a way worth another try (tenacity retries on this type only)."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: FailureKind) -> None:
         super().__init__(kind)
-        self.kind = kind
+        self.kind: FailureKind = kind
 
 
 class _Run:
