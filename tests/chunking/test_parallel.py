@@ -101,7 +101,9 @@ class TestParallelCut:
 
         check()
         if queued > 1 and wait:  # every path taken: chains joined, and chains that did not meet walked on
-            assert joins["followed"] > 10 and joins["joined"] > 10, joins
+            # How often depends on when the workers answer (7 of 120 examples joined with 3 workers on a loaded
+            # 2-core machine, where "> 10" failed on 59edf24 too): the path taken is what this asserts.
+            assert joins["followed"] >= 1 and joins["joined"] >= 1, joins
 
     def test_o200k_and_non_ascii_text(self, small_thresholds, handed_out, joins):
         _warm(2, "o200k_base")
