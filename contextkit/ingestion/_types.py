@@ -78,9 +78,9 @@ class IngestConfig(Settings):
             settings: dict[str, Any] = {"chunk_size": DEFAULT_CHUNK_SIZE, "chunk_overlap": DEFAULT_CHUNK_OVERLAP,
                                         **given}
             self._new_chunker = ChunkerConfig(**settings)
-        except ValueError:
+        except ValueError as exc:
             if {"chunk_size", "chunk_overlap"} <= given.keys() or not _alone_valid(given):
-                raise
+                raise ValueError(str(exc).removeprefix("ChunkerConfig: ")) from None  # named once, as IngestConfig
         return self
 
     def _chunk_fields(self) -> dict[str, Any]:
