@@ -245,6 +245,18 @@ def misnamed_records() -> list[str]:
                   if q.endswith(("Error", "Exception")) and not (isinstance(cls, type) and issubclass(cls, BaseException)))
 
 
+def any_annotations() -> int:
+    """Parameters and returns annotated exactly ``Any`` (where a base class or record could say more)."""
+    count = 0
+    for path in all_modules().values():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                args = node.args.posonlyargs + node.args.args + node.args.kwonlyargs
+                annotations = [a.annotation for a in args] + [node.returns]
+                count += sum(1 for a in annotations if a is not None and ast.unparse(a) == "Any")
+    return count
+
+
 def sizes() -> list[tuple[int, str]]:
     return sorted(
         ((len(p.read_text(encoding="utf-8").splitlines()), name) for name, p in all_modules().items()),
@@ -298,6 +310,7 @@ def main() -> int:
     print(f"functions above complexity {args.cc}:")
     for cc, name in complexity(args.cc):
         print(f"  {cc:3d} {name}")
+    print(f"parameters and returns annotated Any: {any_annotations()}")
     exceptions = public_exceptions()
     print(f"public exception classes: {len(exceptions)}")
     missing = exceptions_without_base()
