@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import codecs
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,23 @@ class SourceFile:
 
     path: Path
     doc_id: str
+
+    @property
+    def shown_path(self) -> str:
+        """The path as text that can be stored and printed (:func:`storable_id`): a document's ``source``."""
+        return storable_id(str(self.path))
+
+
+def storable_id(name: str) -> str:
+    """``name`` as text that can be stored, printed and sent anywhere: a file name the OS gave as bytes
+    that are not UTF-8 (Python keeps them as surrogate escapes, which no UTF-8 writer accepts) has
+    each such byte written as ``\\xNN``. The same bytes always give the same id, so a re-run finds
+    the file again; a valid name is returned as it is."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return os.fsencode(name).decode("utf-8", "backslashreplace")
+    return name
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from contextkit.loaders._common import (
     LoadIssue,
     SourceFile,
     _os_reason,
+    storable_id,
 )
 from contextkit.loaders.base import loader_for
 
@@ -96,10 +97,11 @@ def _glob_matches(rel_posix: str, glob: str) -> bool:
 def _id_prefix(user_path: str | Path) -> str:
     """The root as typed, normalised lexically to POSIX form; "" for the current directory."""
     posix = PurePath(os.path.normpath(os.fspath(user_path))).as_posix()
-    return "" if posix == "." else posix
+    return "" if posix == "." else storable_id(posix)
 
 
 def _join_id(prefix: str, rel: str) -> str:
+    rel = storable_id(rel)
     if not prefix:
         return rel
     return prefix + rel if prefix.endswith("/") else f"{prefix}/{rel}"
@@ -203,13 +205,13 @@ def discover(
     seen: dict[str, str] = {}
     excluded = frozenset(os.path.realpath(os.fspath(p)) for p in exclude)
     for user_path in paths:
-        shown = os.fspath(user_path)
-        prefix = _id_prefix(user_path)
-        if not os.path.exists(shown):
-            reason = "broken symlink" if os.path.lexists(shown) else "no such file or directory"
+        given = os.fspath(user_path)
+        shown, prefix = storable_id(str(given)), _id_prefix(user_path)
+        if not os.path.exists(given):
+            reason = "broken symlink" if os.path.lexists(given) else "no such file or directory"
             found.errors.append(LoadIssue(shown, reason))
             continue
-        real = os.path.realpath(shown)
+        real = os.path.realpath(given)
         holder = _inside_index(real, excluded)
         if holder is not None:
             what = "the index folder being written" if holder in excluded else "a contextkit index folder"
@@ -221,7 +223,7 @@ def discover(
         elif not os.path.isfile(real):
             found.errors.append(LoadIssue(shown, "not a regular file"))
         else:
-            _take(found, seen, real, prefix or PurePath(real).name)
+            _take(found, seen, real, prefix or storable_id(PurePath(real).name))
     return found
 
 

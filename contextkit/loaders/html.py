@@ -137,7 +137,7 @@ def load_html(source: SourceFile, data: bytes) -> list[Document]:
     title = _SPACES.sub(" ", "".join(parser.title)).strip()
     if title:
         meta["title"] = title
-    return [Document(source.doc_id, parser.text(), str(source.path), meta)]
+    return [Document(source.doc_id, parser.text(), source.shown_path, meta)]
 
 
 class HtmlLoader(Loader):

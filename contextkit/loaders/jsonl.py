@@ -87,7 +87,7 @@ def _records(source: SourceFile, lines: Iterable[tuple[int, str | Any]],
         first_line[rid] = number
         meta = {**extra, "format": "jsonl", "title": title}
         body = f"{title}\n\n{text}" if title else text
-        yield Document(f"{source.doc_id}#{rid}", body, str(source.path), meta)
+        yield Document(f"{source.doc_id}#{rid}", body, source.shown_path, meta)
 
 
 def load_jsonl(source: SourceFile, data: bytes) -> LoadResult:

@@ -153,7 +153,7 @@ def load_pdf(source: SourceFile, timeout: float | None) -> list[Document]:
     meta: dict[str, Any] = {"format": "pdf", "pages": len(pages)}
     if title and title.strip():
         meta["title"] = title.strip()
-    return [Document(source.doc_id, "\n\n".join(pages), str(source.path), meta)]
+    return [Document(source.doc_id, "\n\n".join(pages), source.shown_path, meta)]
 
 
 class PdfLoader(Loader):

@@ -74,7 +74,7 @@ def load_text(source: SourceFile, data: bytes, suffix: str) -> list[Document]:
     text = _decode(data)
     metadata = text_metadata(suffix)
     metadata["title"] = _title(text, metadata["format"], source)
-    return [Document(source.doc_id, text, str(source.path), metadata)]
+    return [Document(source.doc_id, text, source.shown_path, metadata)]
 
 
 def _title(text: str, fmt: str, source: SourceFile) -> str:
@@ -136,7 +136,7 @@ class TextStream:
 
     def document(self) -> Document:
         """The document without its text (id, source, metadata): what a chunk header may use."""
-        return Document(self.source.doc_id, "", str(self.source.path), dict(self.metadata))
+        return Document(self.source.doc_id, "", self.source.shown_path, dict(self.metadata))
 
     def blocks(self) -> Iterator[str]:
         try:
