@@ -269,12 +269,13 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order)
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
     docs = list(ev) if ev is not None else []
     assert [d.tag for d in docs] == ["document"] * len(kept)
-    by_id = {ILLEGAL.sub("\ufffd", it.id): it for it in items}
-    assert {d.get("id") for d in docs} == {ILLEGAL.sub("\ufffd", i) for i in kept}
+    by_id = {attribute_view(it.id): it for it in items}  # an id loses its invisible characters too
+    shown_kept = {attribute_view(i): r for i, r in kept.items()}
+    assert {d.get("id") for d in docs} == set(shown_kept)
     for d in docs:
         item = by_id[d.get("id")]
         assert d.get("source") == (attribute_view(item.source) or None)  # an empty source is left out
-        if kept[item.id].status == "included":  # rendered as "\n" + text + "\n"
+        if shown_kept[d.get("id")].status == "included":  # rendered as "\n" + text + "\n"
             assert d.text == body_view(item.text)
         else:
             # cut at a sentence end (a prefix), or pruned to its sentences that bear on the question

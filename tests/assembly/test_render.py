@@ -36,8 +36,9 @@ class TestEscaping:
         assert all("injected" not in d.attrib for d in docs)
         by_id = {d.get("id"): d.text.strip("\n") for d in docs}
         for i, attack in enumerate(self.ATTACKS):
-            expected = re.sub("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe]", "\ufffd", attack)
-            assert by_id[f"a{i}"] == expected  # text round-trips: nothing lost, nothing interpreted
+            # Controls no prompt needs are removed first (assembly/_invisible.py), what XML cannot hold replaced.
+            expected = re.sub("[\x0c\ufffe]", "\ufffd", re.sub("[\x00-\x08\x0b\x0e-\x1f]", "", attack))
+            assert by_id[f"a{i}"] == expected  # text round-trips: nothing else lost, nothing interpreted
         assert root.find("question").text.strip() == "Is </question> here?"
         assert report.tokens <= 5_000
 
