@@ -8,7 +8,6 @@ from contextkit.core.config import (  # noqa: F401 - re-exported
     DEFAULT_SUMMARY_MAX_TOKENS,
     DEFAULT_TOKENIZER,
     ConfigError,
-    cli_defaults,
     find_config,
     load_config,
 )

@@ -11,12 +11,12 @@ import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, Self
+from typing import TYPE_CHECKING, Any, Literal, Self, cast
 
 from pydantic import Field
 
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
-from contextkit.assembly.sections import Section, SectionError, _message
+from contextkit.assembly.sections import Section, SectionError
 from contextkit.core.config import DEFAULT_CHUNK_SIZE, DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
 from contextkit.core.errors import HistoryFileError
 from contextkit.core.options import Component
@@ -137,9 +137,8 @@ class ContextAssembler(Component):
             parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share))
         parts += _tool_sections(tool_results or [])
         if history:
-            # coerced as Section would (same errors), so that its messages are Messages
-            messages = [m if isinstance(m, Message) else _message(m, i) for i, m in enumerate(history)]
-            parts.append(Section("history", role="history", messages=messages,
+            # Section turns the dicts into Messages (and names a bad one) as it is made
+            parts.append(Section("history", role="history", messages=cast(list[Message], list(history)),
                                  min_share=config.history_min_share))
         if query is not None:
             parts.append(Section("question", role="question", content=query))

@@ -16,7 +16,6 @@ parameter is not called as its field or one of the field's declared aliases, and
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,7 +29,7 @@ RECORDS = {
 }
 #: Options whose parameter name is neither their field's name nor one of its aliases.
 PARAM_FIELDS: dict[str, dict[str, str]] = {
-    "assemble": {"fmt": "format", "budget": "budget"},
+    "assemble": {"fmt": "format"},
 }
 #: Options of a command that no settings record holds: inputs, outputs and how the CLI prints.
 CLI_ONLY: dict[str, frozenset[str]] = {
@@ -107,8 +106,3 @@ def check_record_options(command: str, model: type[Settings], params: set[str]) 
     """The options of ``command`` that neither set a field of its record nor are declared CLI-only
     (a test holds this empty: an option added to the CLI must be declared in the record too)."""
     return sorted(p for p in params if p not in CLI_ONLY.get(command, ()) and field_of(command, p, model) is None)
-
-
-def importable(module: str) -> bool:
-    """Whether ``module`` can be imported (a record's module names a real module)."""
-    return importlib.util.find_spec(module) is not None

@@ -98,9 +98,3 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
         if isinstance(table.get("index"), str):
             table["index"] = str((path.parent / table["index"]).resolve())
     return data
-
-
-def cli_defaults(config: dict[str, Any], commands: list[str]) -> dict[str, dict[str, Any]]:
-    """Click's ``default_map``: per command, its table plus the top-level keys."""
-    top = {k: v for k, v in config.items() if not isinstance(v, dict)}
-    return {name: {**top, **config.get(name, {})} for name in commands}

@@ -41,6 +41,6 @@ def lazy_exports(package: str, where: Mapping[str, str], namespace: dict[str, An
         return value
 
     def __dir__() -> list[str]:
-        return sorted({*where, *(k for k in namespace if not k.startswith("_"))})
+        return sorted({*where, *namespace.get("__all__", ())})
 
     return __getattr__, __dir__

@@ -6,9 +6,7 @@ construction: :func:`check_options` (the one unknown-option check) and :class:`C
 
 from __future__ import annotations
 
-import difflib
 import functools
-import inspect
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import Any, Self
 
@@ -17,9 +15,10 @@ from contextkit.core.errors import InvalidArgumentError, UnknownOptionError
 __all__ = ["Component", "check_options", "default_to_dict", "unknown_option"]
 
 
-
 def unknown_option(owner: str, name: str, known: Iterable[str]) -> str:
     """``owner got an unknown option 'chunk_sise'; did you mean 'chunk_size'?`` (one line)."""
+    import difflib  # only when there is a mistake to name: every process that chunks imports this module
+
     known = sorted(known)
     close = difflib.get_close_matches(name, known, n=1)
     hint = f"; did you mean {close[0]!r}?" if close else f"; known: {', '.join(known) or 'none'}"
@@ -38,6 +37,8 @@ def check_options(owner: str, given: Iterable[str], known: Collection[str]) -> N
 @functools.cache
 def _keyword_names(method: Callable[..., Any]) -> frozenset[str] | None:
     """The keyword names ``method`` takes, or ``None`` when it takes ``**kwargs`` (checked by its own config)."""
+    import inspect  # on the first call with keywords, not at import (a worker process imports this module)
+
     parameters = list(inspect.signature(method).parameters.values())[1:]  # self
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return None

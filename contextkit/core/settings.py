@@ -5,8 +5,8 @@ Why one module: before it, each component refused a misspelt option its own way 
 styles, and read ``contextkit.toml`` through its own table of names. Here:
 
 * :func:`check_options` is the one unknown-option check: ``chunk_sise=64`` raises
-  :class:`~contextkit.errors.UnknownOptionError` (a ``ContextkitError`` and a ``TypeError``, as an
-  unexpected keyword is) naming the closest known option, at every entry point.
+  :class:`~contextkit.errors.UnknownOptionError` (a ``ContextkitError``, a ``TypeError`` as an
+  unexpected keyword is, and a ``ValueError``) naming the closest known option, at every entry point.
 * :class:`Settings` is the base of every pydantic settings record (``IngestConfig``,
   ``ChunkerConfig``, ``AssemblerConfig``, the compressors' configs): unknown keys raise the same
   error, whether they come as keywords, a dict or a ``contextkit.toml`` table; ``section`` names
@@ -61,7 +61,6 @@ def one_line(exc: ValidationError) -> str:
         where = ".".join(str(part) for part in error.get("loc", ()))
         parts.append(f"{where}: {why}" if where else why)
     return f"{exc.title}: " + "; ".join(parts)
-
 
 
 class Settings(BaseModel):

@@ -134,6 +134,13 @@ def translate_error(exc: sqlite3.Error, path: Path) -> Exception | None:
     return err
 
 
+def _in_batches(values: Sequence[Any]) -> Iterator[tuple[Sequence[Any], str]]:
+    """``values`` in parts of at most 500 with their ``?,?,...`` placeholders: SQLite limits bound parameters."""
+    for lo in range(0, len(values), 500):
+        part = values[lo : lo + 500]
+        yield part, ",".join("?" * len(part))
+
+
 class _Cursor(sqlite3.Cursor):
     """A cursor whose disk and corruption errors name the store file (see :func:`translate_error`)."""
 
@@ -428,9 +435,7 @@ class RecordStore:
         """``{doc_id: source path}`` of those of ``doc_ids`` the store holds (a source may be empty)."""
         ids = sorted(set(doc_ids))
         out: dict[str, str] = {}
-        for lo in range(0, len(ids), 500):  # SQLite's limit on bound parameters
-            part = ids[lo : lo + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in _in_batches(ids):
             out.update(self.db.execute(f"SELECT id, source FROM documents WHERE id IN ({marks})", part))
         return out
 
@@ -460,9 +465,7 @@ class RecordStore:
         ids = list(dict.fromkeys(chunk_ids))
         removed: list[int] = []
         gen = self.generation()
-        for lo in range(0, len(ids), 500):
-            part = ids[lo : lo + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in _in_batches(ids):
             rowids = [r[0] for r in self.db.execute(f"SELECT rowid FROM chunks WHERE id IN ({marks})", part)]
             if not rowids:
                 continue
@@ -486,9 +489,7 @@ class RecordStore:
                 ids = [i for i in ids if i not in out]
                 if not ids or not self.has_retired:
                     break
-            for lo in range(0, len(ids), 500):
-                part = ids[lo : lo + 500]
-                marks = ",".join("?" * len(part))
+            for part, marks in _in_batches(ids):
                 sql = f"SELECT {_CHUNK_COLS}, text_sha FROM {table} WHERE rowid IN ({marks})"
                 for row in self.db.execute(sql, part):
                     rowid, chunk = _row_to_chunk(row, self.path)
@@ -529,9 +530,7 @@ class RecordStore:
             todo = [i for i in ids if i not in found]
             if table == "retired_chunks" and (not todo or not self.has_retired):
                 break
-            for lo in range(0, len(todo), 500):
-                part = todo[lo : lo + 500]
-                marks = ",".join("?" * len(part))
+            for part, marks in _in_batches(todo):
                 sql = (f"SELECT c.rowid, v.vector FROM {table} c JOIN vectors v ON v.key = c.vector_key "
                        f"WHERE c.rowid IN ({marks})")
                 found.update(self.db.execute(sql, part))
@@ -560,9 +559,7 @@ class RecordStore:
     def get_vectors(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         out: dict[str, np.ndarray] = {}
         uniq = list(dict.fromkeys(keys))
-        for lo in range(0, len(uniq), 500):
-            part = uniq[lo : lo + 500]
-            marks = ",".join("?" * len(part))
+        for part, marks in _in_batches(uniq):
             for key, blob in self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part):
                 out[key] = np.frombuffer(blob, dtype=np.float32)
         return out

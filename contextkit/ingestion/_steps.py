@@ -241,7 +241,8 @@ def embed_batch(index: Index, embedder: Embedder | PreEmbedded, texts: Sequence[
             todo.append(i)
         else:
             out[i] = vector
-    report = EmbeddingReport(texts=len(texts), cache_hits=len(texts) - len(todo))
+    hits = len(texts) - len(todo)
+    report = EmbeddingReport(texts=hits, cache_hits=hits)  # each slice embedded adds its own texts
     if report.cache_hits and progress:
         progress(report.cache_hits)
     size, batch = int(getattr(embedder, "slice_size", 0) or 0), int(getattr(embedder, "batch_size", 0) or 0)
@@ -250,10 +251,7 @@ def embed_batch(index: Index, embedder: Embedder | PreEmbedded, texts: Sequence[
                                             keys=[keys[i] for i in part]), dtype=np.float32)
         out[part] = vectors
         index.put_vectors({keys[i]: vectors[j] for j, i in enumerate(part)})
-        done = embedder.last_report  # of this slice; its texts are counted above
-        for name in EmbeddingReport.model_fields:
-            if name != "texts":
-                setattr(report, name, getattr(report, name) + getattr(done, name))
+        report.add(embedder.last_report)  # of this slice
     return out, keys, report
 
 

@@ -12,17 +12,11 @@ from contextkit.chunking import ChunkerConfig
 from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE
 from contextkit.core.records import Chunk, Document
 from contextkit.core.settings import Settings
-from contextkit.core.settings import unknown_option as _unknown_option
 from contextkit.embedders import Embedder, EmbeddingReport
 from contextkit.index import IndexMismatchError
 from contextkit.loaders import (
     SourceFile,
 )
-
-
-def unknown_option(owner: str, name: str, known: list[str]) -> str:
-    """Kept for code that imported it from here: :func:`contextkit.core.settings.unknown_option`."""
-    return _unknown_option(owner, name, known)
 
 
 class IngestConfig(Settings):
@@ -114,10 +108,16 @@ class IngestConfig(Settings):
 
 
 def _alone_valid(given: dict[str, Any]) -> bool:
-    """Whether each chunk value given is valid on its own (a size of at least 1, an overlap of at least 0)."""
-    size, overlap = given.get("chunk_size"), given.get("chunk_overlap")
-    return (size is None or (isinstance(size, int) and size >= 1)) and (
-        overlap is None or (isinstance(overlap, int) and overlap >= 0))
+    """Whether the chunk values given pass ChunkerConfig's own checks beside a partner that suits them
+    (a size alone with no overlap; an overlap alone with a size one larger)."""
+    overlap = given.get("chunk_overlap")
+    partner = {"chunk_overlap": 0} if "chunk_size" in given else (
+        {"chunk_size": overlap + 1} if isinstance(overlap, int) else {})
+    try:
+        ChunkerConfig(**{**partner, **given})
+    except ValueError:
+        return False
+    return True
 
 
 class FileFailure(BaseModel):
