@@ -14,7 +14,7 @@ from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
 
 _JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 _STYLE = {"ok": "green", "unchecked": "yellow", "leftover": "yellow", "busy": "yellow", "read-only": "yellow",
-          "stale": "red",
+          "stale": "red", "unfinished": "red",
           "missing": "red", "corrupt": "red", "mismatch": "red"}
 
 
@@ -56,6 +56,7 @@ def verify(
         else:
             fixable = all(c.repairable for c in report.problems)
             hint = (f"`contextkit repair --index {index}` can fix this" if fixable
+                    else "run the ingest again (see above)" if report.problems[0].status == "unfinished"
                     else "some of it cannot be repaired (see above)")
             out.print(f"[bold red]{len(report.problems)} problem(s)[/]: {escape(hint)}", highlight=False)
     if not report.ok:

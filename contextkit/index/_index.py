@@ -105,6 +105,7 @@ from contextkit.index._manifest import (
 from contextkit.index._snapshot import (
     Snapshot,
     SnapshotReader,
+    folder_identity,
     manifest_stamp,
     parse_manifest,
 )
@@ -184,8 +185,15 @@ class Index(SnapshotReader):
     def open(cls, path: str | Path, *, read_only: bool = False, expect_model: str | None = None,
              expect_dim: int | None = None) -> Index:
         """Open the index at ``path``. ``read_only``: serve the generation ``manifest.json`` names now, and
-        move to newer ones between queries (:meth:`snapshot`); nothing in the folder is written."""
-        folder = Path(path)
+        move to newer ones between queries (:meth:`snapshot`); nothing in the folder is written.
+
+        A reader resolves ``path`` once, here: a symbolic link swapped to another folder while it runs
+        (``ln -s new tmp && mv -T tmp current``) leaves it on the folder it opened, whose own later
+        generations it still follows; open again to read the new folder. Why: every file of one
+        generation must come from one folder, and a path that names another folder between two
+        reads would pair one folder's manifest with the other's store."""
+        folder = Path(path).resolve() if read_only else Path(path)
+        folder_id = folder_identity(folder) if read_only else None  # before anything in it is read
         manifest_path = folder / "manifest.json"
         if not manifest_path.is_file():
             if stored_chunks(folder / "store.sqlite"):
@@ -210,6 +218,7 @@ class Index(SnapshotReader):
         index = cls(folder, manifest, read_only=read_only, lease=lease, stamp=stamp)
         try:
             index._saved_generation = manifest.generation
+            index._folder_id = folder_id
             if not read_only:
                 index._remove_leftovers()
             index._load_faiss()

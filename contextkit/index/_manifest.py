@@ -7,9 +7,12 @@ all read a manifest without importing each other.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import sqlite3
+import struct
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -26,12 +29,15 @@ __all__ = [
     "SETTINGS_FIELDS",
     "IndexManifest",
     "IndexType",
+    "ReadOnlyOpener",
+    "StoreStamp",
     "check_store_file",
     "connect_ro",
     "describe_invalid",
+    "immutable_readers",
     "now",
-    "ro_uri",
     "settings_copy",
+    "store_stamp",
     "stored_chunks",
 ]
 
@@ -151,21 +157,147 @@ def check_store_file(folder: Path) -> None:
                                 "checks everything)", file="store.sqlite")
 
 
-def ro_uri(path: Path) -> str:
-    """The URI that opens a store file read-only (``mode=ro``: it never creates or changes one).
+#: SQLite's lock bytes in a database file (``os_unix.c``): a connection's SHARED lock is a read lock on
+#: ``SHARED_SIZE`` bytes from ``SHARED_FIRST``; closing the last connection takes them exclusively to
+#: checkpoint the WAL into the file and delete it.
+_PENDING_BYTE = 0x40000000
+_SHARED_FIRST, _SHARED_SIZE = _PENDING_BYTE + 2, 510
+#: A byte past SQLite's own, read-locked while a reader holds an ``immutable`` connection: a contextkit
+#: writer that finds it held does not checkpoint (``RecordStore``), so the file stays as that reader reads it.
+_IMMUTABLE_READER_BYTE = _PENDING_BYTE + 1024
+StoreStamp = tuple[int, int, int, bool, bool]
 
-    In a folder the process cannot write (a read-only mount, another user's files) SQLite cannot
-    make the ``-shm`` file a WAL reader needs; when there is no ``-wal`` file either, no writer is
-    active (a writer keeps it), so the file is read as it is (``immutable=1``)."""
-    uri = f"{path.resolve().as_uri()}?mode=ro"
-    if not os.access(path.parent, os.W_OK) and not path.with_name(path.name + "-wal").exists():
-        uri += "&immutable=1"
-    return uri
+
+def store_stamp(path: Path) -> StoreStamp | None:
+    """The store file's inode, size and mtime, and whether its ``-wal`` and ``-shm`` exist (None: no file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns, os.path.exists(f"{path}-wal"), os.path.exists(f"{path}-shm"))
+
+
+def _ofd_lock(fd: int, kind: int, start: int, length: int, test: bool = False) -> bool:
+    """An open-file-description lock (Linux): True when taken, or with ``test``, when another holds a conflicting
+    one. Why OFD locks: a classic POSIX lock is dropped by closing *any* descriptor of the file in this
+    process, which would take SQLite's own locks away; an OFD lock belongs to one descriptor only."""
+    cmd = getattr(fcntl, "F_OFD_GETLK" if test else "F_OFD_SETLK", None)
+    if cmd is None:  # not Linux: no guard (see ReadOnlyOpener)
+        return not test
+    arg = struct.pack("hhxxxxqqixxxx", kind, os.SEEK_SET, start, length, 0)
+    try:
+        got = fcntl.fcntl(fd, cmd, arg)
+    except OSError:
+        return False
+    return struct.unpack("hhxxxxqqixxxx", got)[0] != fcntl.F_UNLCK if test else True
+
+
+def immutable_readers(path: Path) -> bool:
+    """Whether a reader holds an ``immutable`` connection to this store file now (see :class:`ReadOnlyOpener`)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        return _ofd_lock(fd, fcntl.F_WRLCK, _IMMUTABLE_READER_BYTE, 1, test=True)
+    finally:
+        os.close(fd)
+
+
+class ReadOnlyOpener:
+    """How a reader connects to one store file, read-only (``mode=ro``: it never creates or changes a file).
+
+    A WAL database needs its ``-shm`` file to be read. In a folder the reader cannot write (a read-only
+    mount, another user's files) SQLite cannot create it, so when the owner has no session open (no
+    ``-shm``, no ``-wal``) the file is opened ``immutable=1``, which tells SQLite the file never changes:
+    no locks, and pages cached for good. That is true only while no owner writes, so an immutable
+    connection is held to three rules. (1) It is taken under a guard, read locks on SQLite's SHARED bytes
+    and on a byte of our own, before the ``-shm`` is looked for: an owner's last connection cannot
+    then checkpoint into the file and delete its WAL on closing (it needs those bytes exclusively), and
+    a contextkit writer holds its checkpoints while the byte is locked (``RecordStore``); so the file
+    does not change under the reader. (2) :meth:`stale` (a few ``stat`` calls, before each query) tells
+    when an owner has come (a ``-shm`` or ``-wal`` now, another inode, size or mtime); the connection is
+    then reopened, as a normal read-only WAL reader once the ``-shm`` exists (SQLite reads a ``-shm`` it
+    cannot write safely: it takes the readers' locks with read locks only, or reads the WAL itself).
+    (3) The guard goes when the last immutable connection closes: each thread reopens its own at its
+    next query, so until every thread of such a reader has queried (or ended) the owner's WAL is not
+    checkpointed and grows. Where OFD locks do not exist (not Linux) rule (1) is missing: an owner
+    that checkpoints during a query can then give that query a damaged page.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._guard: int | None = None
+        self._users = 0
+        self._lock = threading.Lock()
+
+    def uri(self) -> tuple[str, StoreStamp | None]:
+        """A URI to connect with, and for an immutable one the stamp it is valid for (release it by :meth:`done`)."""
+        uri = f"{self.path.resolve().as_uri()}?mode=ro"
+        if os.access(self.path.parent, os.W_OK):
+            return uri, None
+        with self._lock:
+            self._take_guard()
+            stamp = store_stamp(self.path)
+            if stamp is None or stamp[3] or stamp[4]:  # an owner's session is open: read as a WAL reader
+                self._drop_guard()
+                return uri, None
+            return uri + "&immutable=1", stamp
+
+    def stale(self, stamp: StoreStamp | None) -> bool:
+        """Whether an immutable connection made at ``stamp`` must be reopened (False for a normal one)."""
+        return stamp is not None and store_stamp(self.path) != stamp
+
+    def done(self, stamp: StoreStamp | None) -> None:
+        """A connection :meth:`uri` gave is closed."""
+        if stamp is not None:
+            with self._lock:
+                self._drop_guard()
+
+    def _take_guard(self) -> None:
+        if self._users == 0:
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError:
+                fd = None
+            if fd is not None:
+                _ofd_lock(fd, fcntl.F_RDLCK, _SHARED_FIRST, _SHARED_SIZE)
+                _ofd_lock(fd, fcntl.F_RDLCK, _IMMUTABLE_READER_BYTE, 1)
+            self._guard = fd
+        self._users += 1
+
+    def _drop_guard(self) -> None:
+        self._users -= 1
+        if self._users == 0 and self._guard is not None:
+            os.close(self._guard)  # closing the descriptor drops its OFD locks
+            self._guard = None
+
+
+class _OneOffConnection(sqlite3.Connection):
+    """A connection that releases its :class:`ReadOnlyOpener` guard when closed."""
+
+    opener: ReadOnlyOpener | None = None
+    stamp: StoreStamp | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.opener is not None:
+            self.opener.done(self.stamp)
+            self.opener = None
 
 
 def connect_ro(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
-    """A read-only connection to a store file (see :func:`ro_uri`), with ``trusted_schema`` off."""
-    db = sqlite3.connect(ro_uri(path), uri=True, timeout=timeout)
+    """A read-only connection to a store file (see :class:`ReadOnlyOpener`), with ``trusted_schema`` off.
+
+    Close it: an immutable one holds a guard on the file until then."""
+    opener = ReadOnlyOpener(path)
+    uri, stamp = opener.uri()
+    try:
+        db = sqlite3.connect(uri, uri=True, timeout=timeout, factory=_OneOffConnection)
+    except BaseException:
+        opener.done(stamp)
+        raise
+    db.opener, db.stamp = opener, stamp
     db.execute("PRAGMA trusted_schema=OFF")
     return db
 

@@ -21,7 +21,7 @@ from typing import Self
 
 import numpy as np
 
-from contextkit.core.errors import IndexCorruptError, IndexMismatchError
+from contextkit.core.errors import IndexCorruptError, IndexFolderError, IndexMismatchError
 from contextkit.index._bm25 import BM25Index
 from contextkit.index._bm25_sync import saved_bm25
 from contextkit.index._checksums import npy_shape
@@ -30,7 +30,7 @@ from contextkit.index._manifest import FORMAT_VERSION, IndexManifest, describe_i
 from contextkit.index._store import RecordStore
 from contextkit.index._vector_files import VectorFiles
 
-__all__ = ["Snapshot", "SnapshotReader", "manifest_stamp", "parse_manifest"]
+__all__ = ["Snapshot", "SnapshotReader", "folder_identity", "manifest_stamp", "parse_manifest"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,15 @@ def manifest_stamp(folder: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+def folder_identity(folder: Path) -> tuple[int, int] | None:
+    """The device and inode of the folder itself (None when it is gone)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
 
 def parse_manifest(folder: Path, data: bytes) -> IndexManifest:
@@ -115,6 +124,7 @@ class SnapshotReader:
     _pinned: threading.local
     _saved_generation: int | None
     _lock_fd: int | None  # the writer's lock file (Index.__init__)
+    _folder_id: tuple[int, int] | None = None  # a reader's folder as opened (Index.open)
 
     def _build_bm25(self, generation: int) -> BM25Index:  # pragma: no cover  (Index's)
         raise NotImplementedError
@@ -152,13 +162,16 @@ class SnapshotReader:
 
         Why: a query (dense, then BM25, then the chunks' texts) must not mix two generations. A
         read-only index first checks, by one ``stat`` of ``manifest.json``, whether a newer generation
-        was saved, and moves to it. Nested blocks share the outer one's generation. A writable index
-        always serves its own, current state.
+        was saved, and moves to it; then whether this thread's store connection must be reopened to
+        read what the owner committed (:meth:`RecordStore.follow`: a connection that cannot see the
+        owner's writes would answer from an older store than the generation). Nested blocks share the
+        outer one's generation. A writable index always serves its own, current state.
         """
         if not self.read_only or getattr(self._pinned, "view", None) is not None:
             yield self
             return
         self.refresh()
+        self.store.follow()
         with self._views_lock:
             view = self._view
             view.pins += 1
@@ -176,7 +189,10 @@ class SnapshotReader:
         """Move a read-only index to the generation ``manifest.json`` names now; True when it moved.
 
         Cheap when nothing changed (one ``stat``); otherwise the new generation's files are leased,
-        checked and loaded as :meth:`open` does, and the old lease is released when no query uses it."""
+        checked and loaded as :meth:`open` does, and the old lease is released when no query uses it.
+        The folder is the one opened (:meth:`Index.open` resolves symbolic links once, so a link
+        swapped to another folder leaves this reader on its own); a folder renamed over it is refused
+        (:class:`IndexFolderError`: open it again), never read as if its files were this one's."""
         if not self.read_only or getattr(self._pinned, "view", None) is not None:
             return False
         stamp = manifest_stamp(self.path)
@@ -185,9 +201,13 @@ class SnapshotReader:
         with self._views_lock:
             if stamp == self._view.stamp:
                 return False
+            if self._folder_id is not None and folder_identity(self.path) != self._folder_id:
+                raise IndexFolderError(f"{self.path}: another folder was moved here while this index was open "
+                                       "(renamed over it); open it again to read the new one")
             lease = lease_current(self.path)
             try:
                 manifest = parse_manifest(self.path, lease.data)
+                self.store.follow()  # after the manifest: the store then holds at least its generation
                 if manifest.generation == self._view.generation and manifest.files == self._view.manifest.files:
                     lease.release()
                     self._view.stamp = stamp

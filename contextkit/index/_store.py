@@ -29,7 +29,7 @@ import numpy as np
 
 from contextkit.core.errors import StoreCorruptError, StoreWriteError
 from contextkit.core.records import Chunk
-from contextkit.index._manifest import ro_uri
+from contextkit.index._manifest import ReadOnlyOpener, StoreStamp, immutable_readers
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -256,8 +256,9 @@ class RecordStore:
         self.dim = dim
         self.read_only = read_only
         self._local = threading.local()
-        self._all: list[tuple[threading.Thread, sqlite3.Connection]] = []
+        self._all: list[tuple[threading.Thread, sqlite3.Connection, StoreStamp | None]] = []
         self._lock = threading.Lock()
+        self._opener = ReadOnlyOpener(path)  # a reader's connections (immutable ones are guarded and followed)
         problem = schema_problem(self.db)
         if problem:
             self.close()
@@ -272,23 +273,27 @@ class RecordStore:
         self.has_retired = read_only is False or self.db.execute(
             "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'retired_chunks'").fetchone() is not None
 
-    def _connect(self) -> _Connection:
+    def _connect(self) -> tuple[_Connection, StoreStamp | None]:
         """A connection: read-write, or for a reader ``mode=ro`` (it never creates or changes a file, so a
-        read-only folder or mount works). ``trusted_schema`` off: a crafted store's views and triggers
-        cannot run our functions."""
+        read-only folder or mount works; :class:`ReadOnlyOpener` says when and how it is ``immutable``).
+        ``trusted_schema`` off: a crafted store's views and triggers cannot run our functions."""
         if not self.read_only:
             return sqlite3.connect(str(self.path), isolation_level=None, timeout=30.0, check_same_thread=False,
-                                   factory=_Connection)
-        uri = ro_uri(self.path)
-        return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0, check_same_thread=False,
-                               factory=_Connection)
+                                   factory=_Connection), None
+        uri, stamp = self._opener.uri()
+        try:
+            return sqlite3.connect(uri, uri=True, isolation_level=None, timeout=30.0, check_same_thread=False,
+                                   factory=_Connection), stamp
+        except BaseException:
+            self._opener.done(stamp)
+            raise
 
     @property
     def db(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             try:
-                conn = self._connect()
+                conn, stamp = self._connect()
             except sqlite3.DatabaseError as exc:
                 raise (translate_error(exc, self.path) or exc) from exc
             conn.store_path = self.path
@@ -297,29 +302,55 @@ class RecordStore:
                 if not self.read_only:
                     conn.execute("PRAGMA journal_mode=WAL")
                     conn.execute("PRAGMA synchronous=FULL")
+                    self._hold_checkpoints(conn)
             except BaseException:
                 conn.close()
+                self._opener.done(stamp)
                 raise
-            self._local.conn = conn
+            self._local.conn, self._local.stamp = conn, stamp
             with self._lock:
                 # A thread-per-request server would leave one connection (two file descriptors)
                 # per finished thread: close those of dead threads whenever a new one connects.
-                dead = [c for t, c in self._all if not t.is_alive()]
-                self._all = [(t, c) for t, c in self._all if t.is_alive()]
-                self._all.append((threading.current_thread(), conn))
-            for old in dead:
+                dead = [(c, s) for t, c, s in self._all if not t.is_alive()]
+                self._all = [entry for entry in self._all if entry[0].is_alive()]
+                self._all.append((threading.current_thread(), conn, stamp))
+            for old, old_stamp in dead:
                 old.close()
+                self._opener.done(old_stamp)
         return conn
+
+    def follow(self) -> None:
+        """Before a reader's query: reopen this thread's connection if it is ``immutable`` and the file is no
+        longer as it was (an owner came: :meth:`ReadOnlyOpener.stale`), so it reads the owner's commits."""
+        conn = getattr(self._local, "conn", None)
+        stamp = getattr(self._local, "stamp", None)
+        if conn is None or not self._opener.stale(stamp):
+            return
+        with self._lock:
+            self._all = [entry for entry in self._all if entry[1] is not conn]
+        self._local.conn = self._local.stamp = None
+        conn.close()
+        self._opener.done(stamp)
+
+    def _hold_checkpoints(self, conn: sqlite3.Connection) -> None:
+        """A writer does not checkpoint while a reader holds an ``immutable`` connection to the file (see
+        :class:`ReadOnlyOpener`); checked when it connects and at each transaction."""
+        held = immutable_readers(self.path)
+        if held != getattr(self._local, "checkpoints_held", False):
+            conn.execute(f"PRAGMA wal_autocheckpoint={0 if held else 1000}")
+            self._local.checkpoints_held = held
 
     def close(self) -> None:
         with self._lock:
-            conns, self._all = [c for _, c in self._all], []
-        for conn in conns:
+            conns, self._all = [(c, s) for _, c, s in self._all], []
+        for conn, stamp in conns:
             conn.close()
+            self._opener.done(stamp)
         self._local = threading.local()
 
     # ------------------------------------------------------------- transactions
     def begin(self) -> None:
+        self._hold_checkpoints(self.db)
         self.db.execute("BEGIN IMMEDIATE")
 
     def commit(self) -> None:

@@ -41,10 +41,19 @@ other file is derived from it and stamped with the store's *generation*:
   table) is refused by every open and reported here; it is read with ``trusted_schema`` off.
 * A folder that cannot be written (a read-only mount, another user's files) is reported as
   ``read-only``; every check above still runs (SQLite opens the store ``mode=ro``, and
-  ``immutable=1`` when no writer is active and no ``-shm`` file can be made).
+  ``immutable=1``, guarded, when no owner's session is open: see ``ReadOnlyOpener`` in
+  :mod:`._manifest`).
+* Beside a running writer (``.lock`` held: ``busy``) verify checks the generation
+  ``manifest.json`` names when it starts, leased, against one read transaction of the store:
+  the writer's commits since, its temporary files and its next generation's files are work in
+  progress, never reported. A failing check is made again on the newer generation when the
+  writer saved one meanwhile.
+* A folder whose creation (the first ingest) stopped before its first save (no
+  ``manifest.json``, a store with no chunks) is ``unfinished``: nothing was lost, run the ingest
+  again; ``repair`` has nothing to rebuild and says the same.
 
-Derived files whose generation lags the store (a write was interrupted: crash,
-kill, full disk) are not damaged: :meth:`Index.open` rebuilds them (in memory
+Derived files whose generation lags the store while no writer runs (a write was interrupted:
+crash, kill, full disk) are not damaged: :meth:`Index.open` rebuilds them (in memory
 when read-only). ``verify`` reports them as ``stale`` (so every read-only open
 pays that rebuild until the next write or ``repair``).
 """
@@ -67,13 +76,14 @@ from contextkit.index._bm25_check import bm25_differs
 from contextkit.index._checksums import check_file, sqlite_header_problem
 from contextkit.index._disk import LEFTOVERS
 from contextkit.index._faiss_kinds import DELTA_FILES
-from contextkit.index._generations import lease_current, writer_active
+from contextkit.index._generations import lease_current, read_manifest_bytes, writer_active
 from contextkit.index._manifest import (
     SETTINGS_FIELDS,
     IndexManifest,
     connect_ro,
     describe_invalid,
     settings_copy,
+    stored_chunks,
 )
 from contextkit.index._row_checks import (
     counts_differ,
@@ -84,8 +94,11 @@ from contextkit.index._store import schema_problem
 
 __all__ = ["FileCheck", "Status", "VerifyReport", "verify_index"]
 
-Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy", "read-only"]
-PROBLEMS = frozenset({"missing", "corrupt", "stale", "mismatch"})
+Status = Literal["ok", "missing", "corrupt", "stale", "mismatch", "unchecked", "leftover", "busy", "read-only",
+                 "unfinished"]
+PROBLEMS = frozenset({"missing", "corrupt", "stale", "mismatch", "unfinished"})
+#: How many times verify starts again when a writer saved a new generation while it checked a failing one.
+_TRIES = 5
 _UNREPAIRABLE = "the records store is the source of truth and cannot be rebuilt: restore a backup or re-ingest"
 
 
@@ -104,6 +117,7 @@ class VerifyReport(BaseModel):
     index: str
     full: bool = True
     checks: list[FileCheck] = Field(default_factory=list)
+    generation: int | None = Field(default=None, description="the generation checked (None: no manifest read)")
 
     @property
     def ok(self) -> bool:
@@ -139,8 +153,32 @@ def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
     otherwise the sample hashes of :meth:`Index.open` and ``PRAGMA quick_check``.
     The checks run in this order, each reported as it goes: the folder and its writer,
     the manifest read, the store, the manifest against the store, the derived files, leftovers.
+
+    Beside a running writer it checks one generation, the one ``manifest.json`` names when it
+    starts (leased, so its files stay), against one read transaction of the store; what the writer
+    has committed since, its temporary files and the next generation's files are its work in
+    progress, not damage. Why it may run again: a failing check of a generation the writer has
+    since replaced by a save says nothing of the index now, so the newer one is checked instead.
     """
     folder = Path(path)
+    report = _verify_once(folder, full)
+    for _ in range(_TRIES):
+        if report.ok or not _saved_since(folder, report):
+            break
+        report = _verify_once(folder, full)
+    return report
+
+
+def _saved_since(folder: Path, report: VerifyReport) -> bool:
+    """Whether ``manifest.json`` names another generation than the one ``report`` checked."""
+    try:
+        now_at = IndexManifest.model_validate_json(read_manifest_bytes(folder / "manifest.json")).generation
+    except (OSError, ValueError, IndexFolderError):
+        return False
+    return report.generation is not None and now_at != report.generation
+
+
+def _verify_once(folder: Path, full: bool) -> VerifyReport:
     report = VerifyReport(index=str(folder), full=full)
     if not folder.is_dir():
         report.add("(folder)", "missing", f"{folder} is not a folder")
@@ -148,8 +186,11 @@ def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
     if not os.access(folder, os.W_OK):
         report.add("(folder)", "read-only", "cannot be written here (a read-only mount or another user's files): "
                    "search, assemble, info and verify work; ingest and repair need a writable copy")
-    if writer_active(folder):
-        report.add(".lock", "busy", "a writer holds the index: what follows may change while it runs")
+    busy = writer_active(folder)
+    if busy:
+        report.add(".lock", "busy", "a writer holds the index: its work in progress is not checked")
+    if _never_committed(folder, report, busy):
+        return report
     lease = None
     try:
         if (folder / "manifest.json").is_file():  # leased: a writer does not remove the files being checked
@@ -157,6 +198,7 @@ def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
     except (OSError, IndexFolderError):
         lease = None
     manifest = _read_manifest(folder, report, lease.data if lease is not None else None)
+    report.generation = manifest.generation if manifest is not None else None
     store = _check_store(folder, manifest, full, report)
     try:
         _check_manifest(manifest, store, report)
@@ -166,10 +208,30 @@ def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
             store.db.close()
         if lease is not None:
             lease.release()
-    for name in LEFTOVERS:
-        if (folder / name).exists():
-            report.add(name, "leftover", "left by an interrupted save; harmless, removed by the next write")
+    if not writer_active(folder):  # a running writer's temporaries are its work in progress
+        for name in LEFTOVERS:
+            if (folder / name).exists():
+                report.add(name, "leftover", "left by an interrupted save; harmless, removed by the next write")
     return report
+
+
+def _never_committed(folder: Path, report: VerifyReport, busy: bool) -> bool:
+    """A folder whose creation (the first ingest) never saved its first generation: no ``manifest.json``
+    and a store with no chunks (none, an empty file, or a fresh schema). Why its own status: nothing was
+    lost, so the advice is to run the ingest again, not to restore a backup (reported; True)."""
+    if (folder / "manifest.json").exists():
+        return False
+    store = folder / "store.sqlite"
+    if store.is_file() and store.stat().st_size > 0 and (sqlite_header_problem(store) or stored_chunks(store)):
+        return False  # a store with chunks (or a damaged one) whose manifest went: the checks below say which
+    if busy:
+        report.add("(index)", "busy", "being created by a running ingest: no generation is committed yet")
+    else:
+        report.add("(index)", "unfinished",
+                   "no index was committed here: its creation (the first `contextkit ingest` into this folder) "
+                   "stopped before its first save, and nothing was stored; run the same ingest again, or delete "
+                   "the folder", repairable=False)
+    return True
 
 
 def _read_manifest(folder: Path, report: VerifyReport, data: bytes | None) -> IndexManifest | None:
@@ -199,6 +261,7 @@ def _check_store(folder: Path, manifest: IndexManifest | None, full: bool, repor
         return store
     try:
         store.db = connect_ro(path)
+        store.db.execute("BEGIN")  # one read transaction: every check sees the same commit
         no_vector, bad_size = _read_store(store, manifest, full)
     except sqlite3.Error as exc:
         report.add("store.sqlite", "corrupt", f"{exc}; {_UNREPAIRABLE}", repairable=False)
@@ -299,9 +362,12 @@ def _check_derived(folder: Path, manifest: IndexManifest | None, store: _Store, 
 
 def _verify_derived(folder: Path, manifest: IndexManifest, db: sqlite3.Connection, store_gen: int, chunks: int,
                     full: bool, report: VerifyReport) -> None:
+    if manifest.generation < store_gen and writer_active(folder):
+        _verify_pinned(folder, manifest, db, store_gen, full, report)
+        return
     if manifest.generation < store_gen:
-        why = (f"behind the store (generation {manifest.generation} < {store_gen}): a write is running or was "
-               f"interrupted; readers serve generation {manifest.generation} until the next save, or repair")
+        why = (f"behind the store (generation {manifest.generation} < {store_gen}): a write was interrupted; "
+               f"readers serve generation {manifest.generation} until the next save, or repair")
         report.add("vectors.faiss", "stale", why, repairable=True)
         report.add("bm25/", "stale", why, repairable=True)
         return
@@ -310,8 +376,35 @@ def _verify_derived(folder: Path, manifest: IndexManifest, db: sqlite3.Connectio
     _verify_bm25(folder, manifest, rowids, chunks, store_gen, full, report, db)
 
 
+def _verify_pinned(folder: Path, manifest: IndexManifest, db: sqlite3.Connection, store_gen: int, full: bool,
+                   report: VerifyReport) -> None:
+    """The leased generation G while a running writer has committed past it (the store is at ``store_gen``).
+
+    Its files are checked whole (checksums, FAISS and BM25 readable, of the manifest's dimension),
+    and bound to the rows G had: the rows the store keeps for G's readers (live, or retired since G),
+    of which G's are the first ``counts["chunks"]`` by rowid, since rowids only grow. What needs the
+    store at G itself (each vector and BM25 count against its row) waits for a verify with no writer."""
+    g = manifest.generation
+    retired = db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'retired_chunks'").fetchone()
+    sql = "SELECT rowid FROM chunks" + (" UNION SELECT rowid FROM retired_chunks WHERE last_gen >= ?" if retired else "")
+    kept = np.fromiter((r[0] for r in db.execute(sql + " ORDER BY 1", (g,) if retired else ())), dtype=np.int64)
+    n = manifest.counts.get("chunks")
+    if n is None or n > len(kept):
+        for name in ("vectors.faiss", "bm25/"):
+            report.add(name, "unchecked", f"generation {g}: a writer has committed past it (generation {store_gen}) "
+                       "and the manifest records no chunk count to bind it by; run verify when no writer runs")
+        return
+    rowids = kept[:n]
+    _verify_faiss(folder, manifest, rowids, n, full, report, db, rows=False)
+    _verify_bm25(folder, manifest, rowids, n, g, full, report, db, rows=False)
+    note = f" (generation {g}; a writer has committed up to {store_gen} since: rows bound by rowid, not by value)"
+    for check in report.checks:
+        if check.status == "ok" and check.file.startswith(("vectors.", "bm25")):
+            check.detail += note
+
+
 def _verify_faiss(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chunks: int, full: bool,
-                  report: VerifyReport, db: sqlite3.Connection) -> None:
+                  report: VerifyReport, db: sqlite3.Connection, rows: bool = True) -> None:
     """``vectors.faiss`` (and the files beside it): checksums, then the vectors and ids against the store's chunks."""
     faiss_path = folder / manifest.file("vectors.faiss")
     rec = manifest.checksums.get("vectors.faiss")
@@ -329,7 +422,7 @@ def _verify_faiss(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chu
         report.add("vectors.faiss", "mismatch",
                    f"{ntotal} vectors of dimension {dim}, the store has {chunks} chunks of "
                    f"dimension {manifest.dim} (or other ids)", repairable=True)
-    elif full and (moved := _faiss_rows(faiss_path, db, manifest.dim, ids)):
+    elif full and rows and (moved := _faiss_rows(faiss_path, db, manifest.dim, ids)):
         report.add("vectors.faiss", "mismatch", moved, repairable=True)
     else:
         how = "sha256 ok" if rec is not None else "no checksum recorded (saved by an older contextkit)"
@@ -370,7 +463,7 @@ def _read_faiss(folder: Path, manifest: IndexManifest, full: bool, report: Verif
 
 
 def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chunks: int, store_gen: int,
-                 full: bool, report: VerifyReport, db: sqlite3.Connection) -> None:
+                 full: bool, report: VerifyReport, db: sqlite3.Connection, rows: bool = True) -> None:
     """``bm25/``: checksums, its generation, then its chunks against the store's."""
     recorded = {k: v for k, v in manifest.checksums.items() if k.startswith("bm25/")}
     damaged = False
@@ -396,7 +489,7 @@ def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chun
                    "says)", repairable=True)
     elif not np.array_equal(np.sort(loaded.rowids), rowids):
         report.add("bm25/", "mismatch", f"{len(loaded.rowids)} chunks, the store has {chunks}", repairable=True)
-    elif full and (wrong := bm25_differs(loaded, db)):
+    elif full and rows and (wrong := bm25_differs(loaded, db)):
         report.add("bm25/", "mismatch", f"{wrong}; rebuilt from the store by repair", repairable=True)
     else:
         how = f"sha256 ok ({len(recorded)} files)" if recorded else "no checksums recorded (older contextkit)"
