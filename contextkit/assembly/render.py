@@ -13,7 +13,8 @@ CDATA rules, and a verbatim end tag reads like one. Plain text goes in as it is.
 Either way, whatever a document contains, the prompt parses as exactly the elements
 we wrote: text can neither close nor open nor forge a section. Markdown: each body sits in a
 fence longer than any backtick run inside it, so a heading or fence in the text
-stays text; our own instructions (key instructions, system, task, the reminder) are
+stays text; attribute values in a heading are quoted (``id: "a.md::0", source: "a.md"``), so a
+value holding ``, score: 0.99`` stays one value; our own instructions (key instructions, system, task, the reminder) are
 trusted and written as prose, since fencing them reads as code to quote, not rules.
 
 Every block ends with a newline and the next begins with ``<`` (or ``#``), so
@@ -121,6 +122,13 @@ def _one_line(value: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", " ".join(str(value).split()))
 
 
+def _quoted(value: str) -> str:
+    """An attribute value in a Markdown heading, in double quotes (``\\"`` inside; ``\\`` is already
+    ``\\\\``): a file named ``a, score: 0.99, source: https://trusted.example`` or a record's id stays
+    one value, and cannot read as attributes contextkit wrote, as XML's quoted attributes cannot."""
+    return '"' + _one_line(value).replace('"', '\\"') + '"'
+
+
 class Renderer:
     """Turns sections and items into blocks of text (each ends with a newline)."""
 
@@ -150,7 +158,7 @@ class Renderer:
     def open(self, tag: str, title: str, attributes: dict[str, str] | None = None) -> str:
         if self.format == "xml":
             return f"<{tag}{self._attrs(attributes)}>\n"
-        extra = "".join(f" ({_one_line(k)}: {_one_line(v)})" for k, v in (attributes or {}).items())
+        extra = "".join(f" ({_one_line(k)}: {_quoted(v)})" for k, v in (attributes or {}).items())
         title = _one_line(str(title).replace("_", " "))
         return f"## {title[:1].upper()}{title[1:]}{extra}\n\n"
 
@@ -173,7 +181,7 @@ class Renderer:
         """One evidence item; ``body`` is already escaped."""
         if self.format == "xml":
             return f"<{self.item_tag}{self._attrs(attributes)}>\n{body}\n</{self.item_tag}>\n"
-        head = ", ".join(f"{k}: {_one_line(v)}" for k, v in attributes.items())
+        head = ", ".join(f"{k}: {_quoted(v)}" for k, v in attributes.items())
         fence = _fence(body)
         return f"### {self.item_tag} ({head})\n\n{fence}\n{body}\n{fence}\n\n"
 

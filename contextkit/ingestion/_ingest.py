@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +24,11 @@ from contextkit.ingestion._types import (
     Pending,
 )
 from contextkit.loaders import (
+    LoadFailure,
     SourceFile,
     discover,
-    file_sha256,
     is_index_folder,
+    source_digest,
 )
 
 #: What an index folder may hold before its manifest is written (an interrupted creation, a lock).
@@ -88,9 +90,12 @@ def ingest(
         with clock("hash"):
             for src in sources:
                 try:
-                    sha, size = file_sha256(src.path), src.path.stat().st_size
+                    sha, size = source_digest(src)  # the checked open: the file discovery found, no link
                 except OSError as exc:
                     report.failures.append(FileFailure(path=src.doc_id, reason=f"unreadable: {exc.strerror or exc}"))
+                    continue
+                except LoadFailure as exc:
+                    report.failures.append(FileFailure(path=src.doc_id, reason=exc.error.reason))
                     continue
                 if known.get(src.doc_id) == sha:
                     report.files_unchanged += 1
@@ -169,7 +174,7 @@ def _same_ids(sources: list[SourceFile], known: dict[str, str], index: Any,
             out.append(src)
         else:
             report.notes.append(FileFailure(path=src.doc_id, reason=f"already indexed as {first}: kept as {first}"))
-            out.append(SourceFile(src.path, first))
+            out.append(replace(src, doc_id=first))
     return out
 
 
@@ -182,7 +187,7 @@ def _keyed(sources: list[SourceFile], index: Any, report: IngestReport
     key = file_keys(index, make_redactor())
     for entry in (*report.failures, *report.notes):
         entry.path = key(entry.path)
-    return [SourceFile(s.path, key(s.doc_id)) for s in sources], key
+    return [replace(s, doc_id=key(s.doc_id)) for s in sources], key
 
 
 def _prunable(known: dict[str, str], errors: list[Any], key: Callable[[str], str] = lambda p: p) -> dict[str, str]:

@@ -38,6 +38,13 @@ Rules the caller must know:
   reached through its real path anyway, and this rules out cycles). A symlink
   whose target lies outside the root (``/etc/passwd``, ``../../secret``) is
   skipped with a :class:`LoadIssue` unless ``follow_symlinks=True``.
+* Every read opens the file through :func:`open_source`: a discovered file is opened one folder
+  at a time from ``/`` without following any link, without blocking, and must be the regular file
+  (device and inode) the walk found, so a file or folder swapped for a link (or a FIFO, a device)
+  after discovery is reported, never read from elsewhere. FIFOs, sockets and devices named like
+  documents are reported by the walk. A custom loader reads through :func:`open_source` too.
+* A JSONL record's ``metadata["source"]`` is ``file:line``; its own ``source`` (and other keys
+  contextkit uses) are kept as ``claimed_<key>``: a record cannot claim where it came from.
 * HTML and PDF files above :attr:`LoadLimits.max_parse_bytes` are reported as too
   large; a PDF whose parsing takes longer than :attr:`LoadLimits.pdf_timeout` is
   reported and its worker process replaced.
@@ -55,6 +62,7 @@ from contextkit.loaders._common import (
     SourceFile,
     _Failed,
     _os_reason,
+    open_source,
 )
 from contextkit.loaders.base import (
     Loader,
@@ -63,7 +71,14 @@ from contextkit.loaders.base import (
     registered_suffixes,
     unregister_loader,
 )
-from contextkit.loaders.discovery import Discovery, discover, discover_files, file_sha256, is_index_folder
+from contextkit.loaders.discovery import (
+    Discovery,
+    discover,
+    discover_files,
+    file_sha256,
+    is_index_folder,
+    source_digest,
+)
 from contextkit.loaders.html import HtmlLoader
 from contextkit.loaders.jsonl import JsonlLoader, iter_jsonl
 from contextkit.loaders.pdf import PdfLoader
@@ -72,8 +87,8 @@ from contextkit.loaders.text import TextLoader, TextStream, open_text_stream
 __all__ = [
     "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "JsonlLoader", "LoadIssue", "LoadFailure", "LoadLimits",
     "LoadResult", "Loader", "PdfLoader", "SourceFile", "TextLoader", "TextStream", "discover", "discover_files",
-    "file_sha256", "is_index_folder", "iter_jsonl", "load_file", "loader_for", "open_text_stream", "register_loader",
-    "registered_suffixes", "unregister_loader",
+    "file_sha256", "is_index_folder", "iter_jsonl", "load_file", "loader_for", "open_source", "open_text_stream",
+    "register_loader", "registered_suffixes", "source_digest", "unregister_loader",
 ]
 
 __getattr__, _ = lazy_exports("contextkit.loaders", {}, globals(), deprecated={

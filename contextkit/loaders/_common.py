@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import codecs
+import errno
 import os
-from dataclasses import dataclass
+import stat
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from pydantic import BaseModel, Field
 
@@ -46,10 +49,17 @@ class LoadIssue:
 
 @dataclass(frozen=True, slots=True)
 class SourceFile:
-    """A file to load: its resolved absolute ``path`` and its stable ``doc_id``."""
+    """A file to load: its resolved absolute ``path`` and its stable ``doc_id``.
+
+    ``identity`` is the file's ``(st_dev, st_ino)`` when discovery found it: every read then goes
+    through :func:`open_source`, which refuses to follow a link swapped in since (at the file or any
+    folder on its path) and refuses a file that is no longer the one found. ``None`` (a
+    ``SourceFile`` made by hand): the path is opened as given, links followed, as for a file the
+    user names; non-regular files are refused either way."""
 
     path: Path
     doc_id: str
+    identity: tuple[int, int] | None = field(default=None, compare=False)  # a check, not what the file is
 
     @property
     def shown_path(self) -> str:
@@ -185,8 +195,103 @@ def _too_large(size: int, limit: int, kind: str) -> _Failed:
     return _Failed(f"file too large for {kind} parsing ({size / MiB:.1f} MiB > {limit / MiB:.1f} MiB limit)")
 
 
-def _check_parse_size(source: SourceFile, limits: LoadLimits, kind: str) -> None:
-    """Refuse, before reading it, a file that a whole-file parser (HTML, PDF) would blow up in memory."""
-    size = source.path.stat().st_size
-    if size > limits.max_parse_bytes:
-        raise _too_large(size, limits.max_parse_bytes, kind)
+# ------------------------------------------------------------------ opening a source
+# Discovery and loading are two moments: whoever can write in the docs folder can swap a file (or a
+# folder on its path) for a link to /etc/shadow, a FIFO or /dev/zero in between. So a discovered file
+# is opened component by component from "/" without following any link (its path is the real path
+# discovery resolved: a link on it now was swapped in), without blocking (a FIFO, a tty), and what
+# was opened must be a regular file with the (device, inode) discovery recorded.
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+#: A folder on the way: O_PATH (Linux) needs only search permission, as a path lookup does.
+_DIR_FLAGS = (getattr(os, "O_PATH", 0) or os.O_RDONLY) | getattr(os, "O_DIRECTORY", 0) | _NOFOLLOW \
+    | getattr(os, "O_CLOEXEC", 0)
+_CAN_WALK = bool(_NOFOLLOW and getattr(os, "O_DIRECTORY", 0)) and os.open in os.supports_dir_fd
+_SWAPPED_FILE = "replaced by a symlink after it was found: not followed"
+_SWAPPED_DIR = "a folder on its path was replaced by a symlink (or a file) after it was found: not followed"
+_REPLACED = "replaced by another file after it was found: not read (run again to load it)"
+_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+          stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symlink"}
+
+
+def not_regular(mode: int) -> str | None:
+    """The report's reason for a file of this ``st_mode`` that is not a regular file (None for one).
+
+    Only regular files are read: a FIFO blocks its reader, a device never ends (``/dev/zero``)."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'a special file')}): not read"
+
+
+def file_identity(st: os.stat_result) -> tuple[int, int]:
+    """``(st_dev, st_ino)``: what says two opens reached the same file, whatever the path."""
+    return st.st_dev, st.st_ino
+
+
+def open_source(source: SourceFile) -> BinaryIO:
+    """``source`` open for reading in binary: the one way loaders, hashing and streams open a file.
+
+    Raises :class:`_Failed` (a reason for the report) for a file that is not regular, a link swapped in
+    at the file or on its path since discovery, or another file than the one discovery found
+    (``source.identity``); :class:`OSError` for the rest (gone, permission denied)."""
+    fd = _open_fd(source)
+    try:
+        st = os.fstat(fd)
+        reason = not_regular(st.st_mode)
+        if reason is None and source.identity is not None and file_identity(st) != source.identity:
+            reason = _REPLACED
+        if reason is not None:
+            raise _Failed(reason)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_source(source: SourceFile, limit: int | None = None, kind: str = "") -> bytes:
+    """The whole of ``source`` (through :func:`open_source`); above ``limit`` bytes it is refused
+    before a byte is read, since a whole-file parser (HTML, PDF) would blow up in memory."""
+    with open_source(source) as fh:
+        if limit is not None:
+            size = os.fstat(fh.fileno()).st_size
+            if size > limit:
+                raise _too_large(size, limit, kind)
+        return fh.read()
+
+
+def _open_fd(source: SourceFile) -> int:
+    path = os.fspath(source.path)
+    if source.identity is None:
+        return os.open(path, _OPEN_FLAGS)  # a path given by hand: opened as the caller named it
+    if not (_CAN_WALK and os.path.isabs(path)):
+        return _open_last(path, None)
+    return _open_beneath(Path(path).parts)
+
+
+def _open_beneath(parts: tuple[str, ...]) -> int:
+    """Open ``parts`` (an absolute path's) one folder at a time, following no link on the way."""
+    folder = os.open(parts[0], _DIR_FLAGS)
+    try:
+        for part in parts[1:-1]:
+            try:
+                inner = os.open(part, _DIR_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _Failed(_SWAPPED_DIR) from None
+                raise
+            os.close(folder)
+            folder = inner
+        return _open_last(parts[-1], folder)
+    finally:
+        os.close(folder)
+
+
+def _open_last(name: str, folder: int | None) -> int:
+    try:
+        return os.open(name, _OPEN_FLAGS | _NOFOLLOW, dir_fd=folder)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK):  # EMLINK: what FreeBSD says for O_NOFOLLOW on a link
+            raise _Failed(_SWAPPED_FILE) from None
+        raise

@@ -29,6 +29,10 @@ class Loader(ABC):
     raises :class:`OSError` or :class:`~contextkit.loaders.LoadFailure`, which
     :func:`~contextkit.loaders.load_file` turns into a :class:`LoadIssue` for the
     report. Any other exception is a bug in the loader and is not hidden.
+
+    Read the file with :func:`~contextkit.loaders.open_source` (or ``read_source``), never
+    ``open(source.path)``: discovery and loading are two moments, and a plain open follows a link
+    swapped in between (to ``/etc/shadow``) and blocks on a FIFO.
     """
 
     #: Lower-case suffixes, dot included (``".md"``), that this loader reads.

@@ -4,7 +4,11 @@ Kept apart from reading so the ingest pipeline can hash and skip unchanged files
 in between. Symlinks are the one way a walk can leave the folder the user named
 (a link to ``/etc``, a relative ``../../secret``): by default such links are
 reported, not followed; ``follow_symlinks=True`` follows them on purpose, with
-cycle protection.
+cycle protection. Each file found is recorded with its (device, inode), and every
+later read goes through :func:`~contextkit.loaders._common.open_source`: a link
+swapped in after the walk (at the file, or a folder on its path) is not followed,
+and a file that is no longer the one found is not read. Only regular files are
+taken: a FIFO, a socket or a device named like a document is reported.
 
 Index folders are never read: a folder holding a contextkit ``manifest.json`` (or the
 records store and ``bm25/`` of one whose manifest was lost), and the folders named in
@@ -18,15 +22,22 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from pathlib import Path, PurePath
+from typing import Any
 
 from contextkit.loaders._common import (
+    LoadFailure,
     LoadIssue,
     SourceFile,
+    _Failed,
     _os_reason,
+    file_identity,
+    not_regular,
+    open_source,
     storable_id,
 )
 from contextkit.loaders.base import loader_for
@@ -45,10 +56,10 @@ def is_index_folder(path: str | os.PathLike[str]) -> bool:
     folder = os.fspath(path)
     manifest = os.path.join(folder, "manifest.json")
     if os.path.isfile(manifest):
-        try:
-            with open(manifest, "rb") as fh:
+        try:  # open_source: a manifest.json swapped for a FIFO since isfile must not hang the walk
+            with open_source(SourceFile(Path(manifest), "manifest.json")) as fh:
                 head = fh.read(_MANIFEST_SNIFF)
-        except OSError:
+        except (OSError, _Failed):
             head = b""
         if head.lstrip().startswith(b"{") and b'"format_version"' in head:
             return True
@@ -111,18 +122,22 @@ def _wanted(rel: str, glob: str | None) -> bool:
     return loader_for(Path(rel).suffix) is not None and (glob is None or _glob_matches(rel, glob))
 
 
+#: A file a walk takes: (relative path, real path, (device, inode) as found).
+_Found = tuple[str, str, tuple[int, int]]
+
+
 def _scan(root: str, glob: str | None, follow_symlinks: bool = False, exclude: frozenset[str] = frozenset(),
-          skipped: list[str] | None = None) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+          skipped: list[str] | None = None) -> tuple[list[_Found], list[tuple[str, str]]]:
     """Walk the resolved ``root`` without following directory links into it.
 
-    Returns (relative path, real path) for files to take and (relative path, reason)
+    Returns (relative path, real path, identity) for files to take and (relative path, reason)
     for problems, both unsorted. With ``follow_symlinks``, links whose target lies
     outside ``root`` are followed (a folder is walked once, whatever the number of
     links to it, so cycles end); links inside ``root`` are never followed, the real
     path reaches their target anyway. Index folders (and ``exclude``) are not entered; their
     relative paths go to ``skipped``.
     """
-    found: list[tuple[str, str]] = []
+    found: list[_Found] = []
     problems: list[tuple[str, str]] = []
     stack: list[tuple[str, str]] = [("", root)]
     walked = {root}
@@ -141,18 +156,49 @@ def _scan(root: str, glob: str | None, follow_symlinks: bool = False, exclude: f
             if not entry.is_symlink():
                 if entry.is_dir(follow_symlinks=False):
                     _enter(stack, skipped, rel, os.path.join(real_dir, entry.name), exclude)
-                elif entry.is_file(follow_symlinks=False) and _wanted(rel, glob):
-                    found.append((rel, os.path.join(real_dir, entry.name)))
+                elif _wanted(rel, glob):
+                    _entry_file(entry, rel, os.path.join(real_dir, entry.name), found, problems)
                 continue
             kind, value = _link(entry.path, rel, root, glob, follow_symlinks)
             if kind == "problem":
                 problems.append((rel, value))
             elif kind == "file":
-                found.append((rel, value))
+                _target_file(rel, value, found, problems)
             elif kind == "dir" and value not in walked:
                 walked.add(value)
                 _enter(stack, skipped, rel, value, exclude)
     return found, problems
+
+
+def _entry_file(entry: os.DirEntry[str], rel: str, real: str, found: list[_Found],
+                problems: list[tuple[str, str]]) -> None:
+    """Take the directory entry at ``real`` if it is a regular file (as ``lstat`` says now: it may
+    have been swapped since the folder was listed); report a FIFO, a socket or a device."""
+    try:
+        st = entry.stat(follow_symlinks=False)
+    except OSError as exc:
+        problems.append((rel, _os_reason(exc)))
+        return
+    reason = "a symlink now (swapped in while the folder was walked): not followed" \
+        if stat.S_ISLNK(st.st_mode) else not_regular(st.st_mode)
+    if reason is None:
+        found.append((rel, real, file_identity(st)))
+    else:
+        problems.append((rel, reason))
+
+
+def _target_file(rel: str, target: str, found: list[_Found], problems: list[tuple[str, str]]) -> None:
+    """Take the regular file a symlink led to (its real path ``target``), or report why not."""
+    try:
+        st = os.stat(target, follow_symlinks=False)
+    except OSError as exc:
+        problems.append((rel, _os_reason(exc)))
+        return
+    reason = not_regular(st.st_mode)
+    if reason is None:
+        found.append((rel, target, file_identity(st)))
+    else:
+        problems.append((rel, f"symlink target is {reason}"))
 
 
 def _enter(stack: list[tuple[str, str]], skipped: list[str] | None, rel: str, folder: str,
@@ -169,7 +215,10 @@ def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: boo
     """What a walk does with the symlink at ``path``: ``("file" | "dir", real target)`` to take it,
     ``("problem", reason)`` to report it, ``("skip", "")`` to pass it by (an unwanted file, or a
     folder inside ``root``, which the walk reaches through its real path)."""
-    target = os.path.realpath(path)
+    try:
+        target = os.path.realpath(path)
+    except OSError as exc:  # the link was swapped for something else while it was resolved
+        return "problem", f"changed while the folder was walked ({_os_reason(exc)})"
     is_dir = os.path.isdir(target)
     if follow_symlinks and not os.path.exists(target):
         # It may have led to a folder whose files an earlier run indexed: say so, never pass it by.
@@ -177,7 +226,7 @@ def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: boo
     if not is_dir and not _wanted(rel, glob):
         return "skip", ""
     inside = Path(target).is_relative_to(Path(root))
-    if not is_dir and not os.path.isfile(target):
+    if not is_dir and not os.path.exists(target):
         return "problem", "broken symlink (missing target or a loop)"
     if not inside and not follow_symlinks:
         return "problem", f"symlink points outside {root} (not followed unless --follow-symlinks)"
@@ -186,7 +235,7 @@ def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: boo
     return ("skip", "") if inside else ("dir", target)
 
 
-def _rel_key(item: tuple[str, str]) -> tuple[str, ...]:
+def _rel_key(item: tuple[str, Any] | tuple[str, Any, Any]) -> tuple[str, ...]:
     return tuple(item[0].split("/"))
 
 
@@ -220,11 +269,23 @@ def discover(
             continue
         if os.path.isdir(real):
             _take_folder(found, seen, real, prefix, glob, follow_symlinks, excluded)
-        elif not os.path.isfile(real):
-            found.errors.append(LoadIssue(shown, "not a regular file"))
         else:
-            _take(found, seen, real, prefix or storable_id(PurePath(real).name))
+            _take_named(found, seen, real, shown, prefix or storable_id(PurePath(real).name))
     return found
+
+
+def _take_named(found: Discovery, seen: dict[str, str], real: str, shown: str, doc_id: str) -> None:
+    """Take the file the user named (its real path ``real``), if it is a regular file."""
+    try:
+        st = os.stat(real, follow_symlinks=False)
+    except OSError as exc:
+        found.errors.append(LoadIssue(shown, _os_reason(exc)))
+        return
+    reason = not_regular(st.st_mode)
+    if reason is not None:
+        found.errors.append(LoadIssue(shown, reason))
+    else:
+        _take(found, seen, real, doc_id, file_identity(st))
 
 
 def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str, glob: str | None,
@@ -235,16 +296,16 @@ def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str,
         found.errors.append(LoadIssue(_join_id(prefix, rel) or ".", why))
     for rel in sorted(skipped):
         found.notes.append(LoadIssue(_join_id(prefix, rel), INDEX_FOLDER_NOTE))
-    for rel, target in sorted(files, key=_rel_key):
-        _take(found, seen, target, _join_id(prefix, rel))
+    for rel, target, identity in sorted(files, key=_rel_key):
+        _take(found, seen, target, _join_id(prefix, rel), identity)
 
 
-def _take(found: Discovery, seen: dict[str, str], real: str, doc_id: str) -> None:
+def _take(found: Discovery, seen: dict[str, str], real: str, doc_id: str, identity: tuple[int, int]) -> None:
     """Take the file at ``real`` under ``doc_id``, unless it was reached already (then a note)."""
     first = seen.get(real)
     if first is None:
         seen[real] = doc_id
-        found.files.append(SourceFile(Path(real), doc_id))
+        found.files.append(SourceFile(Path(real), doc_id, identity))
     elif first != doc_id:
         found.notes.append(LoadIssue(doc_id, f"the same file as {first}: loaded once, as {first}"))
 
@@ -267,10 +328,32 @@ def discover_files(
     return found.files, found.errors
 
 
-def file_sha256(path: Path) -> str:
-    """Hex SHA-256 of a file, read in 1 MiB blocks so large files do not fill memory."""
+def file_sha256(path: Path | SourceFile) -> str:
+    """Hex SHA-256 of a file, read in 1 MiB blocks so large files do not fill memory.
+
+    A :class:`SourceFile` is read the checked way (:func:`source_digest`); a path as it is named
+    (only a regular file: a FIFO or a device raises ``OSError``, it is never read)."""
+    source = path if isinstance(path, SourceFile) else SourceFile(Path(path), os.fspath(path))
+    try:
+        return source_digest(source)[0]
+    except LoadFailure as exc:  # callers of this old function catch OSError
+        raise OSError(exc.error.reason) from None
+
+
+def source_digest(source: SourceFile) -> tuple[str, int]:
+    """(hex SHA-256, size in bytes) of ``source``, read once through
+    :func:`~contextkit.loaders._common.open_source`, so the hash is of the file discovery found.
+
+    Raises :class:`LoadFailure` for a file that is not the one found (or not a regular file),
+    ``OSError`` for one that cannot be read."""
     digest = hashlib.sha256()
-    with open(path, "rb") as fh:
+    size = 0
+    try:
+        fh = open_source(source)
+    except _Failed as exc:
+        raise LoadFailure(LoadIssue(source.doc_id, str(exc))) from None
+    with fh:
         while block := fh.read(1 << 20):
             digest.update(block)
-    return digest.hexdigest()
+            size += len(block)
+    return digest.hexdigest(), size

@@ -17,10 +17,10 @@ from contextkit.loaders._common import (
     LoadLimits,
     LoadResult,
     SourceFile,
-    _check_parse_size,
     _decode,
     _Failed,
     _short,
+    read_source,
 )
 from contextkit.loaders.base import Loader
 
@@ -146,5 +146,4 @@ class HtmlLoader(Loader):
     suffixes: ClassVar[frozenset[str]] = _HTML_SUFFIXES
 
     def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
-        _check_parse_size(source, limits, "HTML")
-        return LoadResult(load_html(source, source.path.read_bytes()), [])
+        return LoadResult(load_html(source, read_source(source, limits.max_parse_bytes, "HTML")), [])

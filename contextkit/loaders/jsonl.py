@@ -9,6 +9,13 @@ naming the file and the line, and skipped without being held in memory, so one h
 (a 1 GB dump, a file that is not JSONL at all) cannot exhaust memory; the records around it
 are kept. Memory is then one record and what ``json.loads`` makes of it. A file with a
 UTF-16 or UTF-32 byte-order mark is the exception: it is decoded whole, as before.
+
+A record is untrusted text, and so are its fields: it cannot say where it came from. A document's
+``source`` (what the prompt's ``<document source=...>`` shows) is contextkit's: the file and the line,
+``data.jsonl:12``. A record's own ``metadata`` is kept, but a key contextkit writes or reads as its
+own (``source``, ``path``, ``id``, ``score``, ``title``, ``format``, ...: :data:`OWN_KEYS`) is stored
+as ``claimed_<key>`` (``claimed_source``), and so is a key that already starts with ``claimed_``, so
+no two keys meet. Fields other than ``_id``/``id``, ``title``, ``text`` and ``metadata`` are ignored.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from contextkit.loaders._common import (
     _os_reason,
     _short,
     _sniff_binary,
+    open_source,
 )
 from contextkit.loaders.base import Loader
 
@@ -58,6 +66,19 @@ def _jsonl_record(obj: Any) -> tuple[str, str, str, dict[str, Any]]:
                           f"at character {exc.start}") from None
     extra = obj.get("metadata")  # parsed from JSON, so a dict here is JSON-serialisable
     return str(rid), title, text, dict(extra) if isinstance(extra, dict) else {}
+
+
+#: Metadata keys contextkit writes or reads as its own: a record's are stored as ``claimed_<key>``.
+OWN_KEYS = frozenset({"source", "path", "id", "doc_id", "score", "title", "format", "truncated", "page", "pages",
+                      "line", "language", "merged_ids"})
+CLAIMED = "claimed_"
+
+
+def _claimed(extra: dict[str, Any]) -> dict[str, Any]:
+    """A record's metadata with contextkit's own keys (and ``claimed_...`` ones) renamed ``claimed_<key>``:
+    the record keeps what it said, and nothing it said reads as what contextkit says (one-to-one)."""
+    return {(CLAIMED + key if key in OWN_KEYS or key.startswith(CLAIMED) else key): value
+            for key, value in extra.items()}
 
 
 def _records(source: SourceFile, lines: Iterable[tuple[int, str | Any]],
@@ -85,7 +106,7 @@ def _records(source: SourceFile, lines: Iterable[tuple[int, str | Any]],
             yield LoadIssue(source.doc_id, f"line {number}: {exc}")
             continue
         first_line[rid] = number
-        meta = {**extra, "format": "jsonl", "title": title}
+        meta = {**_claimed(extra), "format": "jsonl", "title": title, "source": f"{source.doc_id}:{number}"}
         body = f"{title}\n\n{text}" if title else text
         yield Document(f"{source.doc_id}#{rid}", body, source.shown_path, meta)
 
@@ -170,7 +191,7 @@ class JsonlLoader(Loader):
 
     def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
         limit = getattr(limits, "max_record_bytes", None) or self.max_record_bytes
-        with open(source.path, "rb") as fh:
+        with open_source(source) as fh:
             if _bom_encoding(fh.read(4)) is not None:  # UTF-16/32: decoded whole, as any text file
                 fh.seek(0)
                 return load_jsonl(source, fh.read())
@@ -194,7 +215,7 @@ def iter_jsonl(source: SourceFile, max_record_bytes: int = MAX_RECORD_BYTES) -> 
     """
 
     try:
-        with open(source.path, "rb") as fh:
+        with open_source(source) as fh:
             yield from _records(source, _text_lines(fh, max_record_bytes), max_record_bytes)
     except (_Failed, UnicodeDecodeError) as exc:
         reason = str(exc) if isinstance(exc, _Failed) else "not UTF-8 text (the file changed while it was read)"

@@ -5,6 +5,11 @@ file, and a thread cannot be stopped. So PDFs are parsed in one persistent worke
 process, reused across files so the common case costs a pipe round trip, and
 killed and replaced when a file exceeds the limit: the run goes on and the file
 is reported. ``timeout=None`` parses in this process (no limit).
+
+The worker is sent the file's bytes, never its path: this process opens the file the one checked
+way (:func:`~contextkit.loaders._common.open_source`: no link swapped in since discovery is
+followed, only the regular file discovery found is read), and a path opened again in another
+process would undo that.
 """
 
 from __future__ import annotations
@@ -26,9 +31,9 @@ from contextkit.loaders._common import (
     LoadLimits,
     LoadResult,
     SourceFile,
-    _check_parse_size,
     _Failed,
     _short,
+    read_source,
 )
 from contextkit.loaders.base import Loader
 
@@ -59,24 +64,26 @@ def _parse(data: bytes) -> tuple[list[str], str | None]:
 
 
 def _serve() -> None:
-    """The worker's loop (``python -m contextkit.loaders.pdf``): one JSON request a line on stdin,
-    ``{"ok": [pages, title]}``, ``{"error": reason}`` or ``{"os": [errno, strerror]}`` a line on stdout.
+    """The worker's loop (``python -m contextkit.loaders.pdf``): a request is one JSON line on stdin,
+    ``{"size": n, "delay": s}``, followed by the file's ``n`` bytes; the reply one line on stdout,
+    ``{"ok": [pages, title]}`` or ``{"error": reason}``.
 
-    JSON lines over pipes, not multiprocessing: no pickle, and nothing depends on how the
-    parent's ``__main__`` was started (a script, stdin, a notebook).
+    JSON lines and raw bytes over pipes, not multiprocessing: no pickle, and nothing depends on how
+    the parent's ``__main__`` was started (a script, stdin, a notebook).
     """
-    out = sys.stdout
+    out, stdin = sys.stdout, sys.stdin.buffer
     sys.stdout = sys.stderr  # a stray print from a library must not break the protocol
-    for line in sys.stdin:
+    while line := stdin.readline():
         request = json.loads(line)
+        data = stdin.read(request["size"])
+        if len(data) < request["size"]:
+            return  # the parent went away mid-request
         if request.get("delay"):
             time.sleep(request["delay"])
         try:
-            reply: dict[str, Any] = {"ok": _parse(Path(request["path"]).read_bytes())}
+            reply: dict[str, Any] = {"ok": _parse(data)}
         except _Failed as exc:
             reply = {"error": str(exc)}
-        except OSError as exc:
-            reply = {"os": [exc.errno, exc.strerror or str(exc)]}
         except MemoryError:
             reply = {"error": "PDF too large to parse (out of memory)"}
         out.write(json.dumps(reply) + "\n")
@@ -90,12 +97,14 @@ class PdfWorker:
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
-    def parse(self, path: Path, timeout: float) -> tuple[list[str], str | None]:
+    def parse(self, data: bytes, timeout: float) -> tuple[list[str], str | None]:
+        """Pages and title of the PDF ``data`` (the bytes, not a path: see the module docstring)."""
         with self._lock:
             proc = self._proc if self._proc is not None and self._proc.poll() is None else self._start()
             assert proc.stdin is not None and proc.stdout is not None
             try:
-                proc.stdin.write(json.dumps({"path": str(path), "delay": _worker_delay}).encode() + b"\n")
+                proc.stdin.write(json.dumps({"size": len(data), "delay": _worker_delay}).encode() + b"\n")
+                proc.stdin.write(data)
                 proc.stdin.flush()
                 ready, _, _ = select.select([proc.stdout], [], [], timeout)
                 line = proc.stdout.readline() if ready else None
@@ -112,9 +121,6 @@ class PdfWorker:
         if "ok" in reply:
             pages, title = reply["ok"]
             return pages, title
-        if "os" in reply:
-            errno, strerror = reply["os"]
-            raise OSError(errno, strerror)
         raise _Failed(reply["error"])
 
     def _start(self) -> subprocess.Popen[bytes]:
@@ -143,11 +149,9 @@ _worker = PdfWorker()
 atexit.register(_worker.close)
 
 
-def load_pdf(source: SourceFile, timeout: float | None) -> list[Document]:
-    if timeout is None:
-        pages, title = _parse(source.path.read_bytes())
-    else:
-        pages, title = _worker.parse(source.path, timeout)
+def load_pdf(source: SourceFile, timeout: float | None, max_bytes: int | None = None) -> list[Document]:
+    data = read_source(source, max_bytes, "PDF")
+    pages, title = _parse(data) if timeout is None else _worker.parse(data, timeout)
     if not any(page.strip() for page in pages):
         raise _Failed("PDF has no extractable text (scanned?)")
     meta: dict[str, Any] = {"format": "pdf", "pages": len(pages)}
@@ -162,8 +166,7 @@ class PdfLoader(Loader):
     suffixes: ClassVar[frozenset[str]] = frozenset({".pdf"})
 
     def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
-        _check_parse_size(source, limits, "PDF")
-        return LoadResult(load_pdf(source, limits.pdf_timeout), [])
+        return LoadResult(load_pdf(source, limits.pdf_timeout, limits.max_parse_bytes), [])
 
 
 if __name__ == "__main__":

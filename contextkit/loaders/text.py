@@ -33,6 +33,8 @@ from contextkit.loaders._common import (
     _Failed,
     _os_reason,
     _sniff_binary,
+    open_source,
+    read_source,
 )
 from contextkit.loaders.base import Loader, loader_for
 
@@ -83,10 +85,15 @@ def _title(text: str, fmt: str, source: SourceFile) -> str:
     return title or PurePosixPath(source.doc_id).name
 
 
-def _head_text(path: Any) -> str:
+def _head_text(source: SourceFile) -> str:
     """The first :data:`_TITLE_CHARS` characters of a UTF-8 file, as a whole load decodes them
-    (a BOM dropped; an undecodable head gives "", and the file fails later, when it is read)."""
-    with open(path, "rb") as fh:
+    (a BOM dropped; an undecodable head, or a file that cannot be opened, gives "": the file fails
+    later, when it is read)."""
+    try:
+        fh = open_source(source)
+    except (OSError, _Failed):
+        return ""
+    with fh:
         data = fh.read(4 * _TITLE_CHARS)
     if data.startswith(_UTF8_BOM):
         data = data[len(_UTF8_BOM):]
@@ -103,7 +110,7 @@ class TextLoader(Loader):
     suffixes: ClassVar[frozenset[str]] = frozenset({*_PROSE_FORMATS, *_CODE_LANGUAGES})
 
     def load(self, source: SourceFile, limits: LoadLimits) -> LoadResult:
-        return LoadResult(load_text(source, source.path.read_bytes(), source.path.suffix.lower()), [])
+        return LoadResult(load_text(source, read_source(source), source.path.suffix.lower()), [])
 
 
 @dataclass
@@ -124,10 +131,7 @@ class TextStream:
     def __post_init__(self) -> None:
         if not self.metadata:
             self.metadata = text_metadata(self.source.path.suffix.lower())
-            try:
-                head = _head_text(self.source.path)
-            except OSError:
-                head = ""  # reported when the blocks are read
+            head = _head_text(self.source)  # "" if unreadable: reported when the blocks are read
             self.metadata["title"] = _title(head, self.metadata["format"], self.source)
 
     @property
@@ -149,7 +153,7 @@ class TextStream:
     def _blocks(self) -> Iterator[str]:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
         fed = chars = 0
-        with open(self.source.path, "rb") as fh:
+        with open_source(self.source) as fh:
             data = fh.read(max(self.block_bytes, _BINARY_SNIFF))  # the sniff sees what a whole load sees
             _sniff_binary(data)
             if data.startswith(_UTF8_BOM):

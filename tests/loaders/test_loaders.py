@@ -521,8 +521,8 @@ class TestLoadJsonl:
         docs = result.documents
         assert [d.id for d in docs] == ["data/corpus.jsonl#1", "data/corpus.jsonl#2", "data/corpus.jsonl#three"]
         assert [d.text for d in docs] == ["T one\n\nBody one", "Body two", "Body three"]
-        assert docs[0].metadata == {"year": 2020, "format": "jsonl", "title": "T one"}
-        assert docs[2].metadata == {"format": "jsonl", "title": ""}
+        assert docs[0].metadata == {"year": 2020, "format": "jsonl", "title": "T one", "source": "data/corpus.jsonl:1"}
+        assert docs[2].metadata == {"format": "jsonl", "title": "", "source": "data/corpus.jsonl:3"}
         assert all(d.source == str(path.resolve()) for d in docs)
 
     def test_partial_success(self, tmp_path: Path) -> None:
@@ -563,7 +563,7 @@ class TestLoadJsonl:
 
     def test_non_serialisable_metadata_ignored(self, tmp_path: Path) -> None:
         path = write(tmp_path / "m.jsonl", json.dumps({"_id": "1", "text": "x", "metadata": "nope"}))
-        assert load_file(source_for(path)).documents[0].metadata == {"format": "jsonl", "title": ""}
+        assert load_file(source_for(path)).documents[0].metadata == {"format": "jsonl", "title": "", "source": "m.jsonl:1"}
 
     def test_binary_jsonl_rejected(self, tmp_path: Path) -> None:
         assert load_error(write(tmp_path / "b.jsonl", b"\x00\x01")).reason.startswith("binary file")
