@@ -81,7 +81,12 @@ def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: in
 def _keep(tok: Tokenizer, window: str, stable: int, stop: int) -> int:
     """Where the next window starts: the last stable boundary or restart of ``window`` at or before
     ``stop`` (the next chunk's start). A restart (:meth:`Tokenizer.restarts`) lets a text with no
-    stable boundary for long drop what it has walked, so its memory stays a few windows."""
+    stable boundary for long drop what it has walked, so its memory stays a few windows. Prose and
+    code have a stable boundary every few characters: no look for restarts (an earlier restart than
+    the last is always a right start, only a longer one)."""
+    limit = tok.stretch_limit()
+    if limit is None or stop - stable <= limit:
+        return stable
     cuts = [c for c in tok.restarts(window) if stable < c <= stop]
     return cuts[-1] if cuts else stable
 
@@ -92,6 +97,9 @@ def _last_restart(tok: Tokenizer, text: str, lo: int) -> int | None:
     ``text`` starts at one of them, so its restarts are the whole text's (those of a stretch cut
     short by the end of ``text`` are the first ones of the whole stretch)."""
     last = _last_stable(tok, text, lo)
+    limit = tok.stretch_limit()
+    if limit is None or (last is not None and len(text) - last <= limit):
+        return last  # the stretch after it is too short to hold a restart
     cuts = [c for c in tok.restarts(text) if lo <= c < len(text)]
     if cuts and (last is None or cuts[-1] > last):
         return cuts[-1]

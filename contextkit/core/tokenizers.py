@@ -96,6 +96,11 @@ class Tokenizer(ABC):
         at these where it has no stable boundary for long (a run of ``=``, a base64 blob)."""
         return []
 
+    def stretch_limit(self) -> int | None:
+        """Restarts fall only in a stretch with no stable boundary longer than this many characters
+        (None: there are none), so a caller may skip looking for them in a shorter one."""
+        return None
+
     def stable_boundaries(self, text: str, code_points: np.ndarray | None = None) -> np.ndarray | None:
         """Character positions where a cut never changes the tokenization.
 
@@ -428,6 +433,9 @@ class TiktokenTokenizer(Tokenizer):
 
     def restarts(self, text: str) -> list[int]:
         return _restarts(text, self.name)
+
+    def stretch_limit(self) -> int | None:
+        return MAX_STRETCH_CHARS
 
     def _parts(self, text: str) -> list[tuple[int, int]] | None:
         """The parts tiktoken encodes one by one (:func:`_restarts`); None: the whole text at once."""

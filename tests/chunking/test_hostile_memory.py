@@ -74,6 +74,7 @@ def _limit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", sorted(SHAPES))
 def test_a_hostile_shape_streams_in_bounded_memory(shape: str) -> None:
     """4 MiB of each shape, streamed in 64 KiB windows under a 512 MiB address-space cap: it
