@@ -54,6 +54,9 @@ SEGMENT_CHARS = 1 << 18
 #: resumed where two chains did not meet starts with smaller ones, as it usually needs little.
 WINDOW_CHARS = 1 << 18
 RESUME_CHARS = 1 << 15
+#: The most characters one look for a stable boundary reads at a time (bounds its arrays on a text
+#: with none for long: a run of ``=``).
+SCAN_CHARS = 1 << 20
 #: Segments handed out ahead, beyond one per worker: one spares a worker the wait for its next.
 QUEUED = 1
 #: Whether the caller waits for a worker's segment rather than walking it meanwhile. Off: a worker
@@ -224,7 +227,8 @@ def _segments(tok: Tokenizer, text: str, count: int, tail: int) -> list[_Segment
     """About equal segments starting at stable boundaries, each window ending ``tail`` past the next start."""
     starts = [0]
     for k in range(1, count):
-        at = _stable_at_or_after(tok, text, k * len(text) // count)
+        # Within the segment's own share: a text with no stable boundary for long has fewer segments.
+        at = _stable_at_or_after(tok, text, k * len(text) // count, limit=len(text) // count)
         if at is None or at <= starts[-1]:
             continue
         starts.append(at)
@@ -236,12 +240,14 @@ def _segments(tok: Tokenizer, text: str, count: int, tail: int) -> list[_Segment
     return segments
 
 
-def _stable_at_or_after(tok: Tokenizer, text: str, at: int) -> int | None:
-    """The first stable boundary ``p >= at`` with ``p < len(text)``, preferring a line start close by."""
+def _stable_at_or_after(tok: Tokenizer, text: str, at: int, limit: int | None = None) -> int | None:
+    """The first stable boundary ``p >= at`` with ``p < len(text)``, preferring a line start close by;
+    with ``limit``, None when there is none in the next ``limit`` characters or so (the scan stops there)."""
     import numpy as np
 
     span = 1 << 12
-    while at < len(text):
+    stop = len(text) if limit is None else min(len(text), at + limit)
+    while at < stop:
         piece = text[at - 1 : at + span] if at > 0 else text[: at + span]
         offset = at - 1 if at > 0 else 0
         mask = stable_mask(tok, piece)
@@ -250,7 +256,7 @@ def _stable_at_or_after(tok: Tokenizer, text: str, at: int) -> int | None:
         if len(hits):
             lines = [int(p) for p in hits if text[int(p) - 1] == "\n"]
             return lines[0] if lines else int(hits[0])
-        at, span = at + span, span * 4
+        at, span = at + span, min(span * 4, SCAN_CHARS)
     return None
 
 
@@ -268,5 +274,5 @@ def _stable_at_or_before(tok: Tokenizer, text: str, at: int) -> int:
             return lo + int(hits[-1])
         if lo == 1:
             return 0
-        span *= 4
+        at, span = lo - 1, min(span * 4, SCAN_CHARS)  # positions lo..at have none: look before them
     return 0

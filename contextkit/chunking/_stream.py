@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from contextkit.chunking._cuts import Candidates, CutRule, _levels, _positions, _ranks, _walk
+from contextkit.chunking._cuts import Candidates, CutRule, _levels, _positions, _ranks, _stable_junction, _walk
 from contextkit.core.tokenizers import Tokenizer, _code_points
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -49,8 +49,8 @@ def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: in
         if eof:
             w_end = len(raw)
         else:
-            last = _last_stable(tok, raw, s_at + 1)
-            if last is None:  # no stable boundary after the chunk start yet: read more
+            last = _last_restart(tok, raw, s_at + 1)
+            if last is None:  # no stable boundary or restart after the chunk start yet: read more
                 want *= 2
                 continue
             w_end = last
@@ -72,9 +72,38 @@ def stream_spans(tok: Tokenizer, blocks: Iterable[str], budget: int, overlap: in
         if stopped is None:
             return
         want = window_chars if moved else want * 2
-        keep = int(pos[np.flatnonzero(stable[: stopped + 1])[-1]])  # a stable boundary at or before it
+        behind = np.flatnonzero(stable[: stopped + 1])  # stable boundaries at or before it (the window's start
+        keep = _keep(tok, window, int(pos[behind[-1]]) if len(behind) else 0, int(pos[stopped]))  # is a restart)
         before = (before + raw[max(0, keep - 3) : keep])[-3:]
         raw, base, s_at = raw[keep:], base + keep, int(pos[stopped]) - keep
+
+
+def _keep(tok: Tokenizer, window: str, stable: int, stop: int) -> int:
+    """Where the next window starts: the last stable boundary or restart of ``window`` at or before
+    ``stop`` (the next chunk's start). A restart (:meth:`Tokenizer.restarts`) lets a text with no
+    stable boundary for long drop what it has walked, so its memory stays a few windows. Prose and
+    code have a stable boundary every few characters: no look for restarts (an earlier restart than
+    the last is always a right start, only a longer one)."""
+    limit = tok.stretch_limit()
+    if limit is None or stop - stable <= limit:
+        return stable
+    cuts = [c for c in tok.restarts(window) if stable < c <= stop]
+    return cuts[-1] if cuts else stable
+
+
+def _last_restart(tok: Tokenizer, text: str, lo: int) -> int | None:
+    """The last stable boundary or restart ``p`` of ``text`` with ``lo <= p < len(text)``.
+
+    ``text`` starts at one of them, so its restarts are the whole text's (those of a stretch cut
+    short by the end of ``text`` are the first ones of the whole stretch)."""
+    last = _last_stable(tok, text, lo)
+    limit = tok.stretch_limit()
+    if limit is None or (last is not None and len(text) - last <= limit):
+        return last  # the stretch after it is too short to hold a restart
+    cuts = [c for c in tok.restarts(text) if lo <= c < len(text)]
+    if cuts and (last is None or cuts[-1] > last):
+        return cuts[-1]
+    return last
 
 
 def _last_stable(tok: Tokenizer, text: str, lo: int) -> int | None:
@@ -120,7 +149,9 @@ def _window_candidates(tok: Tokenizer, window: str, ends: Any, before: str, afte
     stable = tok.stable_at(window, pos, cp)
     if stable is None:
         raise _unstable(tok)
-    stable[0] = True
+    # The window's start: stable where the text starts there or it is a stable boundary; a restart
+    # that is not one (see _keep) ranks as the whole text ranks it.
+    stable[0] = not before or not window or _stable_junction(before[-1], window[0])
     stable[pos == len(window)] = True
     lv = _levels(cp_all, pos + len(before))
     return Candidates(pos, tix, _ranks(lv, stable), stable)

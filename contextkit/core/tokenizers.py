@@ -89,6 +89,18 @@ class Tokenizer(ABC):
         mask = self.stable_mask(text, code_points)
         return None if mask is None else mask[positions]
 
+    def restarts(self, text: str) -> list[int]:
+        """Positions, besides stable boundaries, where :meth:`encode` restarts: ``encode(text)`` is
+        ``encode(text[:p]) + encode(text[p:])`` there, and the same holds for any text that starts at
+        a stable boundary or a restart of ``text`` and ends at one. A streamed text ends its windows
+        at these where it has no stable boundary for long (a run of ``=``, a base64 blob)."""
+        return []
+
+    def stretch_limit(self) -> int | None:
+        """Restarts fall only in a stretch with no stable boundary longer than this many characters
+        (None: there are none), so a caller may skip looking for them in a shorter one."""
+        return None
+
     def stable_boundaries(self, text: str, code_points: np.ndarray | None = None) -> np.ndarray | None:
         """Character positions where a cut never changes the tokenization.
 
@@ -311,6 +323,86 @@ def _stable_at(cp, positions):
     return out
 
 
+#: The longest stretch of text (characters) without a stable boundary that tiktoken is given at once
+#: (issue 33). tiktoken's pre-tokenizer makes one piece of a run with no boundary (300 MiB of ``=``),
+#: and its byte-pair merge of a piece costs about 50 bytes of memory and 2 microseconds per byte: 15 GB
+#: for that file. A longer stretch is cut into parts of at most this many characters, each encoded
+#: on its own (see :func:`_restarts`). Prose and code never have one.
+MAX_STRETCH_CHARS = 1 << 14
+#: Characters scanned at a time for long stretches (bounds the scan's arrays: 4 bytes a character).
+_SCAN_CHARS = 1 << 20
+
+
+@lru_cache(maxsize=8)
+def _piece_pattern(name: str):
+    """tiktoken's own pre-tokenizer regex for encoding ``name``, for the ``regex`` module (a tiktoken dependency)."""
+    import regex  # type: ignore[import-untyped]
+
+    return regex.compile(_load_encoding(name)._pat_str)
+
+
+def _long_stretches(text: str, limit: int) -> list[tuple[int, int]]:
+    """``(start, end)`` of each stretch of ``text`` longer than ``limit`` with no stable boundary inside.
+
+    Each starts at a stable boundary (or 0) and ends at the next one (or the end). Scanned a
+    :data:`_SCAN_CHARS` block at a time, so the arrays stay small whatever the text."""
+    import numpy as np
+
+    found: list[tuple[int, int]] = []
+    last = 0
+    for a in range(0, len(text), _SCAN_CHARS):
+        lo = max(a - 1, 0)  # one character before: the mask at p looks at text[p - 1]
+        hits = np.flatnonzero(_stable_mask(_code_points(text[lo : a + _SCAN_CHARS]))) + lo
+        if len(hits) == 0:
+            continue
+        bounds = np.concatenate(([last], hits))
+        for k in np.flatnonzero(np.diff(bounds) > limit):
+            found.append((int(bounds[k]), int(bounds[k + 1])))
+        last = int(hits[-1])
+    if len(text) - last > limit:
+        found.append((last, len(text)))
+    return found
+
+
+def _restarts(text: str, name: str, limit: int | None = None) -> list[int]:
+    """Where a long stretch of ``text`` (see :func:`_long_stretches`) is cut, each part at most ``limit``.
+
+    From the stretch's start, each cut is the last end of a pre-tokenizer piece within ``limit``
+    characters whose last character is not white space: tiktoken restarts there exactly (the piece
+    was matched with no look-ahead), so such a text's tokens do not change. Only where one piece is
+    longer than ``limit`` (a run of one character) is the cut forced at ``limit``, and the tokens of
+    the run may differ from tiktoken's by a few. Each cut depends on the text from the previous one
+    on alone, so a window of the text that starts at a cut or a stable boundary is cut alike."""
+    limit = MAX_STRETCH_CHARS if limit is None else limit
+    if len(text) <= limit:
+        return []
+    pattern = _piece_pattern(name)
+    cuts: list[int] = []
+    for start, end in _long_stretches(text, limit):
+        at = start
+        while end - at > limit:
+            at = _last_piece_end(text, pattern, at, at + limit)
+            cuts.append(at)
+    return cuts
+
+
+def _last_piece_end(text: str, pattern: Any, start: int, stop: int) -> int:
+    """The last end in ``(start, stop]`` of a piece of ``text[start:]`` closing on a non-space, else ``stop``.
+
+    The pieces are matched in ``text[start : stop + 1]``: a piece that ends before its last character
+    is the same in the whole text, because no alternative of these regexes looks further than one
+    character past a match."""
+    best = stop
+    found = False
+    for match in pattern.finditer(text, start, stop + 1):
+        end = match.end()
+        if end > stop:
+            break
+        if not text[end - 1].isspace():
+            best, found = end, True
+    return best if found else stop
+
+
 class TiktokenTokenizer(Tokenizer):
     """A tiktoken encoding (``cl100k_base`` by default), loaded offline.
 
@@ -339,12 +431,42 @@ class TiktokenTokenizer(Tokenizer):
     def encoding(self):
         return self._enc
 
+    def restarts(self, text: str) -> list[int]:
+        return _restarts(text, self.name)
+
+    def stretch_limit(self) -> int | None:
+        return MAX_STRETCH_CHARS
+
+    def _parts(self, text: str) -> list[tuple[int, int]] | None:
+        """The parts tiktoken encodes one by one (:func:`_restarts`); None: the whole text at once."""
+        cuts = _restarts(text, self.name)
+        if not cuts:
+            return None
+        edges = [0, *cuts, len(text)]
+        return list(zip(edges[:-1], edges[1:], strict=True))
+
     def encode(self, text: str) -> list[int]:
-        return self._enc.encode_ordinary(text)
+        parts = self._parts(text)
+        if parts is None:
+            return self._enc.encode_ordinary(text)
+        ids: list[int] = []
+        for a, b in parts:
+            ids += self._enc.encode_ordinary(text[a:b])
+        return ids
+
+    def _ids(self, text: str):
+        """The ids as a numpy array, part by part (see :meth:`_parts`)."""
+        import numpy as np
+
+        parts = self._parts(text)
+        if parts is None:
+            return self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+        return np.concatenate([self._enc.encode_to_numpy(text[a:b], allowed_special=set(), disallowed_special=())
+                               for a, b in parts])
 
     def count(self, text: str) -> int:
         # A numpy buffer, not a list of Python ints: a million-token count holds 4 MB, not 36.
-        return len(self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=()))
+        return len(self._ids(text))
 
     def count_many(self, texts: Sequence[str], threads: int | None = None) -> list[int]:
         """tiktoken releases the GIL while it encodes: big texts are counted in parallel."""
@@ -370,17 +492,20 @@ class TiktokenTokenizer(Tokenizer):
         return [n for part in parts for n in part]
 
     def encode_batch(self, texts: Sequence[str], num_threads: int = 1) -> list[list[int]]:
-        return self._enc.encode_ordinary_batch(list(texts), num_threads=num_threads)
+        texts = list(texts)
+        if any(len(t) > MAX_STRETCH_CHARS for t in texts):
+            return [self.encode(t) for t in texts]
+        return self._enc.encode_ordinary_batch(texts, num_threads=num_threads)
 
     def decode(self, ids: Sequence[int]) -> str:
         return self._enc.decode(list(ids))
 
     def encode_with_offsets(self, text: str):
-        ids = self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=())
+        ids = self._ids(text)
         return ids.tolist(), self._ends(text, ids)
 
     def token_ends(self, text: str):
-        return self._ends(text, self._enc.encode_to_numpy(text, allowed_special=set(), disallowed_special=()))
+        return self._ends(text, self._ids(text))
 
     def _ends(self, text: str, ids):
         """The character offset where each token ends, from the token byte lengths.

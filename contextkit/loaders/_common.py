@@ -167,6 +167,34 @@ def _sniff_binary(data: bytes) -> None:
         raise _Failed(f"binary file (NUL byte at offset {nul})")
 
 
+#: A run of this many NUL bytes is never UTF-8 text: binary data, or a hole of a sparse file (a 2 GB
+#: file of 1 MiB of text and then NULs once held 4.75 GB while it was chunked; issue 33).
+_NUL_RUN = b"\x00" * 64
+
+
+def _check_nul_run(data: bytes, offset: int = 0) -> None:
+    """Refuse ``data`` (read from ``offset`` in its file) if it holds a run of :data:`_NUL_RUN`."""
+    at = data.find(_NUL_RUN)
+    if at >= 0:
+        raise _Failed(f"binary or sparse file ({len(_NUL_RUN)} or more NUL bytes at offset {offset + at})")
+
+
+def _check_holes(fh: BinaryIO) -> None:
+    """Refuse a sparse file before reading it: its holes read as NUL bytes (gigabytes of them, which
+    cost disk nothing). Asks the file system for the first hole (``SEEK_HOLE``); one that cannot
+    tell reports none, and the NUL run is then found as the file is read."""
+    try:
+        fd = fh.fileno()
+        size = os.fstat(fd).st_size
+        hole = os.lseek(fd, 0, os.SEEK_HOLE)
+    except (OSError, AttributeError, ValueError):  # no SEEK_HOLE here, or not a real file
+        return
+    finally:
+        fh.seek(0)
+    if hole < size:
+        raise _Failed(f"sparse file (a hole of NUL bytes at offset {hole} of {size})")
+
+
 def _bad_byte(encoding: str, bad: int, offset: int) -> _Failed:
     name = "UTF-8" if codecs.lookup(encoding).name == "utf-8" else encoding
     return _Failed(f"not {name} text: invalid byte 0x{bad:02x} at offset {offset}")
@@ -182,6 +210,7 @@ def _decode(data: bytes, encoding: str = "utf-8") -> str:
         encoding, skip = bom
     else:
         _sniff_binary(data)
+        _check_nul_run(data)
         skip = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
     if skip and bom is None:
         encoding = "utf-8"

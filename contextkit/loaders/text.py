@@ -29,6 +29,8 @@ from contextkit.loaders._common import (
     MiB,
     SourceFile,
     _bad_byte,
+    _check_holes,
+    _check_nul_run,
     _decode,
     _Failed,
     _os_reason,
@@ -154,11 +156,13 @@ class TextStream:
         decoder = codecs.getincrementaldecoder("utf-8")("strict")
         fed = chars = 0
         with open_source(self.source) as fh:
+            _check_holes(fh)
             data = fh.read(max(self.block_bytes, _BINARY_SNIFF))  # the sniff sees what a whole load sees
             _sniff_binary(data)
             if data.startswith(_UTF8_BOM):
                 data, fed = data[len(_UTF8_BOM):], len(_UTF8_BOM)
             while True:
+                _check_nul_run(data, fed)  # fed: the bytes of the file before data
                 final = not data
                 pending = decoder.getstate()[0]
                 try:
