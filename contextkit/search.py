@@ -19,8 +19,10 @@ def search_index(index_dir: str | Path, query: str, k: int = 10, mode: Mode = "h
     """The ``k`` best chunks for ``query`` from the index at ``index_dir``, best first.
 
     ``filters`` is a :class:`~contextkit.retrievers.Filters`, a dict of its fields, or
-    CLI-style ``["key=value", ...]``; ``options`` go to the retriever (``mmr``, ``min_score``...).
-    The index's model is loaded once per process (a notebook or the demo asks many questions).
+    CLI-style ``["key=value", ...]``; ``options`` go to the retriever (``mmr``, ``min_score``,
+    ``max_query_chars``, ``max_k``...). The index's model is loaded once per process (a notebook or
+    the demo asks many questions). The query and ``k`` are checked before the index is opened: a blank
+    query or a bad ``k`` is a ``RetrievalError``, one past a limit a ``LimitExceededError``.
     """
     from contextkit.embedders import embedder_for
     from contextkit.retrievers import (
@@ -28,9 +30,11 @@ def search_index(index_dir: str | Path, query: str, k: int = 10, mode: Mode = "h
         RetrievalError,
         make_retriever,
     )
+    from contextkit.retrievers.base import check_request
 
     if mode not in ("dense", "bm25", "hybrid"):
         raise SearchError(f"mode must be dense, bm25 or hybrid, not {mode!r}")
+    check_request(query, k, **{o: options[o] for o in ("max_query_chars", "max_k") if o in options})
     try:
         if isinstance(filters, list):
             filters = Filters.parse(filters)

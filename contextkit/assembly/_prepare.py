@@ -68,7 +68,7 @@ def redacted(section: Section, redactor: Redactor) -> Section:
                                        start=None, end=None, doc_id=None))
         return copy_with(section, items=items)
     if section.messages is not None:
-        return copy_with(section, messages=[Message(m.role, mask(m.content), m.timestamp,
+        return copy_with(section, messages=[Message(mask(m.role), mask(m.content), m.timestamp,  # a role is free text
                                                     mask(m.id) if m.id else m.id) for m in section.messages])
     if section.role in (Role.QUESTION, Role.TOOL_RESULT) and section.content:
         return copy_with(section, content=mask(section.content))

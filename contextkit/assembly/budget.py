@@ -51,7 +51,14 @@ from contextkit.assembly.relevance import FillMode
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.report import AssemblyReport, ItemReport, ReportedSectionStatus, SectionReport
 from contextkit.assembly.sections import Section, SectionError
-from contextkit.core.config import DEFAULT_TOKENIZER
+from contextkit.core.config import (
+    DEFAULT_TOKENIZER,
+    MAX_BUDGET,
+    MAX_HISTORY_MESSAGES,
+    MAX_QUERY_CHARS,
+    check_limit,
+    check_limit_option,
+)
 from contextkit.core.errors import BudgetError
 from contextkit.core.profiles import ModelProfile, get_profile
 from contextkit.core.settings import Settings, check_options
@@ -135,17 +142,25 @@ class AssemblyOptions(Settings):
                                    "style: their per-message overhead is kept out of the budget")
     audit_log: str | Path | None = None
     audit_text: bool = False
+    max_query_chars: int = Field(default=MAX_QUERY_CHARS, gt=0, description="the longest question (and "
+                                 "retrieval query), in characters: a longer one is refused")
+    max_history_messages: int = Field(default=MAX_HISTORY_MESSAGES, gt=0, description="the most history "
+                                      "messages one prompt takes: more are refused")
+    max_budget: int = Field(default=MAX_BUDGET, gt=0, description="the largest budget, in tokens: a larger "
+                            "one is refused (a mistake or an attack)")
 
 
 _DEFAULTS = AssemblyOptions()
 
 
-def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer | None = None
-                   ) -> tuple[int, ModelProfile | None, Tokenizer]:
-    """A token count or a model profile (name or object) -> (tokens, profile, tokenizer)."""
+def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer | None = None,
+                   max_budget: int = MAX_BUDGET) -> tuple[int, ModelProfile | None, Tokenizer]:
+    """A token count or a model profile (name or object) -> (tokens, profile, tokenizer).
+
+    A count is a whole number (a bool, a float, NaN is not one) from 1 to ``max_budget``."""
     profile = None
-    if isinstance(budget, bool) or budget is None:
-        raise BudgetError(f"a budget is a token count or a model profile, not {budget!r}")
+    if isinstance(budget, bool) or not isinstance(budget, (int, str, ModelProfile)):
+        raise BudgetError(f"a budget is a whole number of tokens or a model profile, not {budget!r}")
     if isinstance(budget, int):
         limit = budget
     else:
@@ -153,6 +168,7 @@ def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer 
         limit = profile.prompt_budget
     if limit <= 0:
         raise BudgetError(f"the budget must be a positive number of tokens, not {limit}")
+    check_limit(limit, check_limit_option(max_budget, "max_budget"), "max_budget", "a budget of {:,} tokens")
     name = tokenizer if tokenizer is not None else profile.tokenizer if profile else DEFAULT_TOKENIZER
     return limit, profile, get_tokenizer(name)
 
@@ -174,7 +190,8 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     """
     started = time.perf_counter()
     opts = _options(options, overrides)
-    limit, profile, tok = resolve_budget(budget, opts.tokenizer)
+    limit, profile, tok = resolve_budget(budget, opts.tokenizer, opts.max_budget)
+    _check_limits(sections, opts)
     if opts.format not in ("xml", "markdown"):
         raise SectionError(f"format must be 'xml' or 'markdown', not {opts.format!r}")
     renderer = Renderer(opts.format, item_tag=opts.item_tag, message_tag=opts.message_tag,
@@ -229,6 +246,18 @@ def _options(options: AssemblyOptions | None, overrides: dict[str, Any]) -> Asse
 
 
 # --------------------------------------------------------------- the steps
+def _check_limits(sections: Sequence[Section], opts: AssemblyOptions) -> None:
+    """Refuse a question longer than ``max_query_chars`` or a history longer than ``max_history_messages``
+    before any work (``LimitExceededError``): one request must not hold a CPU for minutes."""
+    max_chars = check_limit_option(opts.max_query_chars, "max_query_chars")
+    max_messages = check_limit_option(opts.max_history_messages, "max_history_messages")
+    for s in sections:
+        if s.role == Role.QUESTION and s.content is not None:
+            check_limit(len(s.content), max_chars, "max_query_chars", "a question of {:,} characters")
+        if s.messages is not None:
+            check_limit(len(s.messages), max_messages, "max_history_messages", "a history of {:,} messages")
+
+
 def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, opts: AssemblyOptions,
                  redactor: Redactor | None) -> list[SectionFill]:
     """One fill per section in layout order (PII masked first), and the restated instructions."""

@@ -17,7 +17,14 @@ from pydantic import Field
 
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
 from contextkit.assembly.sections import Section, SectionError
-from contextkit.core.config import DEFAULT_CHUNK_SIZE, DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
+from contextkit.core.config import (
+    DEFAULT_CHUNK_SIZE,
+    DEFAULT_SUMMARY_MAX_TOKENS,
+    DEFAULT_TOKENIZER,
+    MAX_K,
+    check_limit,
+    check_limit_option,
+)
 from contextkit.core.errors import HistoryFileError
 from contextkit.core.options import Component
 from contextkit.core.profiles import ModelProfile
@@ -129,6 +136,7 @@ class ContextAssembler(Component):
         budget = budget if budget is not None else self.profile or config.budget
         if budget is None:
             raise SectionError("no budget: give a token count or a model profile (budget=... or model=...)")
+        self._check_request(query, k, budget, history, config, retriever)
         parts = _text_sections(instructions=instructions, system=system, task=task, knowledge=knowledge)
         items = [EvidenceItem.coerce(v, i) for i, v in enumerate(evidence or [])]
         retriever = retriever or self.retriever
@@ -146,6 +154,24 @@ class ContextAssembler(Component):
         result = assemble(parts, budget, options=config, **self._helpers(config, bool(history)))
         result.report.compression[:0] = compression
         return result
+
+    def _check_request(self, query: str | None, k: int | None, budget: int | str | ModelProfile,
+                       history: list[Any] | None, config: AssemblerConfig, retriever: Retriever | None) -> None:
+        """The limits of one request, checked before the index is read or a model loaded: the question's
+        length, ``k`` (against the retriever's ``max_k``), the budget, the history's length."""
+        from contextkit.assembly.budget import resolve_budget
+        from contextkit.retrievers.base import check_request
+
+        resolve_budget(budget, config.tokenizer, config.max_budget)
+        if query is not None:
+            check_limit(len(query), check_limit_option(config.max_query_chars, "max_query_chars"),
+                        "max_query_chars", "a question of {:,} characters")
+        if k is not None:
+            chosen = retriever if retriever is not None else self._retriever
+            check_request(query or "?", k, config.max_query_chars, getattr(chosen, "max_k", MAX_K))
+        if history:
+            check_limit(len(history), check_limit_option(config.max_history_messages, "max_history_messages"),
+                        "max_history_messages", "a history of {:,} messages")
 
     def _evidence(self, items: list[EvidenceItem], retriever: Retriever | None, query: str | None, k: int | None,
                   filters: Filters | None, budget: int | str | ModelProfile,
@@ -197,7 +223,7 @@ class ContextAssembler(Component):
         if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
             from contextkit.assembly.budget import resolve_budget
 
-            limit = resolve_budget(budget, self.config.tokenizer)[0]
+            limit = resolve_budget(budget, self.config.tokenizer, self.config.max_budget)[0]
             size = int(index.manifest.chunker.get("chunk_size") or DEFAULT_CHUNK_SIZE)
             k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size)))
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
@@ -281,17 +307,25 @@ def _text_sections(**texts: str | None) -> list[Section]:
     return [Section(name, role=roles[name], content=text) for name, text in texts.items() if text is not None]
 
 
-def load_history(path: str | Path) -> list[Message]:
-    """Messages from a JSON-lines file (``{"role": ..., "content": ...}`` per line)."""
+def load_history(path: str | Path, max_messages: int | None = None) -> list[Message]:
+    """Messages from a JSON-lines file (``{"role": ..., "content": ...}`` per line).
+
+    ``max_messages`` (e.g. :data:`~contextkit.core.config.MAX_HISTORY_MESSAGES`): a file with more is
+    refused with a ``LimitExceededError`` as soon as the count is past it, before the rest is parsed."""
     path = Path(path)
+    if max_messages is not None:
+        max_messages = check_limit_option(max_messages, "max_history_messages")
     try:
         raw = path.read_bytes()
     except OSError as exc:
         raise HistoryFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    messages = []
+    messages: list[Message] = []
     for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
+        if max_messages is not None and len(messages) >= max_messages:
+            count = sum(1 for rest in raw.splitlines() if rest.strip())
+            check_limit(count, max_messages, "max_history_messages", "a history file of {:,} messages")
         try:
             data = json.loads(line.decode("utf-8"))
         except UnicodeDecodeError as exc:

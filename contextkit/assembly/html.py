@@ -2,16 +2,22 @@
 the token budget as a chart, and every item left out with its reason.
 
 No script, no external file, no font: the page opens anywhere, offline, and is safe
-to share (all prompt and document text is HTML-escaped; it is untrusted).
+to share (all prompt and document text is HTML-escaped; it is untrusted). The page shows what
+the report and the prompt hold, masked when the assembly redacted; the title, the caller's, is
+masked too when the report records a redaction (it often quotes the question).
 """
 
 from __future__ import annotations
 
 import html
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contextkit.assembly._states import ItemStatus
 from contextkit.assembly.report import AssemblyReport
+
+if TYPE_CHECKING:  # pragma: no cover - loaded only for a redacted report
+    from contextkit.compressors.base import Redactor
 
 __all__ = ["render_html", "write_html"]
 
@@ -81,7 +87,22 @@ def _left_out(report: AssemblyReport) -> str:
     return f"<table>{head}{body}</table>"
 
 
-def render_html(prompt: str, report: AssemblyReport, title: str = "contextkit assembly") -> str:
+def _shown_title(title: str, report: AssemblyReport, redactor: Redactor | None) -> str:
+    """``title``, masked by ``redactor`` (the assembly's session, for the same placeholders) or, when the
+    report records a redaction and no session is given, by a new one: a redacted page shows no value."""
+    if redactor is None:
+        from contextkit.compressors.redact import PIIRedactor
+
+        if not any(c.compressor == PIIRedactor.name for c in report.compression):
+            return title
+        redactor = PIIRedactor()
+    return redactor.mask(title)
+
+
+def render_html(prompt: str, report: AssemblyReport, title: str = "contextkit assembly",
+                redactor: Redactor | None = None) -> str:
+    """The page for ``prompt`` and its ``report``; ``redactor``: the assembly's session, to mask ``title``."""
+    title = _shown_title(title, report, redactor)
     cost = "" if report.estimated_cost_usd is None else f" · ~${report.estimated_cost_usd:.4f} input"
     model = f" · {html.escape(report.model)}" if report.model else ""
     compression = "".join(
@@ -114,8 +135,9 @@ tokenizer {html.escape(report.tokenizer)}{'' if report.exact_tokenizer else ' (a
 """
 
 
-def write_html(path: str | Path, prompt: str, report: AssemblyReport, title: str = "contextkit assembly") -> Path:
+def write_html(path: str | Path, prompt: str, report: AssemblyReport, title: str = "contextkit assembly",
+               redactor: Redactor | None = None) -> Path:
     """Write the page atomically (a temporary file, then a rename)."""
     from contextkit.core.atomic import write_text_atomic
 
-    return write_text_atomic(path, render_html(prompt, report, title))
+    return write_text_atomic(path, render_html(prompt, report, title, redactor))

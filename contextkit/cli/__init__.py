@@ -16,12 +16,15 @@ import logging
 
 import typer
 
-from contextkit.cli._app import app, err
+from contextkit.cli import _redaction
+from contextkit.cli._app import REDACTION, app, err
 
 # isort: off
 # Registers the commands, in the order of --help: the pipeline's.
 from contextkit.cli import ingest, search, assemble, compress, index, eval, demo, usage  # noqa: F401
 # isort: on
+
+REDACTION["for_run"] = _redaction.for_run  # each run decides whether what it prints is masked
 
 __all__ = ["app", "main"]
 

@@ -12,13 +12,17 @@ Conventions every command follows, set here once:
 * Text from elsewhere (file names, document text, index paths) goes through :func:`safe` before
   it is printed: control characters (ANSI escapes, newlines, bells) are shown as ``\\x1b``, so a
   file name cannot rewrite the terminal or forge a line of the report.
+* With redaction on (``--redact``, or an index built with it), :func:`safe`, :func:`fail` and the
+  usage errors also mask personal data: a path, a query or an option value the user typed is
+  printed with placeholders, as the prompt holds it. Which runs redact is decided once per run by
+  the hook ``cli/_redaction.py`` installs (:data:`REDACTION`); this leaf imports no redactor.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -26,10 +30,15 @@ import typer
 from rich.console import Console
 from typer.core import TyperGroup
 
-from contextkit.core.errors import ContextkitError
+from contextkit.core.errors import ContextkitError, LimitExceededError
 
 if TYPE_CHECKING:  # pragma: no cover - the installed Typer vendors click; the runtime lookup below works either way
     from typer._click.exceptions import ClickException
+
+#: The redaction of this run's output: ``"for_run"`` (set by ``cli/_redaction.py``) takes the command
+#: line and click's default map and returns a function that masks a text, or None; ``"mask"`` is the
+#: one chosen for the run in progress.
+REDACTION: dict[str, Callable[..., Any] | None] = {"for_run": None, "mask": None}
 
 #: click's base of usage errors, wherever this Typer keeps click (recent ones vendor it).
 _ClickException: type[ClickException] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -40,6 +49,9 @@ class _Group(TyperGroup):
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        chooser = REDACTION["for_run"]
+        REDACTION["mask"] = chooser(argv, extra.get("default_map") or {}) if chooser is not None else None
         try:
             rv = super().main(args, prog_name, complete_var, standalone_mode=False,
                               windows_expand_args=windows_expand_args, **extra)
@@ -100,8 +112,12 @@ def _root(version: Annotated[bool, typer.Option(
 def safe(text: object, keep_lines: bool = False) -> str:
     """``text`` with every control or invisible formatting character shown as an escape (``\\x1b``,
     ``\\n``, ``\\u202e``): what is printed of a file name or a document is what it is, on one line
-    (``keep_lines``: newlines and tabs kept, for a document's text)."""
+    (``keep_lines``: newlines and tabs kept, for a document's text). With redaction on, personal
+    data in it is masked first (see :data:`REDACTION`)."""
     value = str(text)
+    mask = REDACTION["mask"]
+    if mask is not None:
+        value = mask(value)
     if value.isprintable():
         return value
     if keep_lines and all(line.replace("\t", "").isprintable() for line in value.split("\n")):
@@ -148,10 +164,13 @@ def reported(code: int = 1) -> Iterator[None]:
 
     What counts: every error contextkit raises on purpose, one base, :class:`ContextkitError` (an
     invalid setting included: the settings records raise ``InvalidArgumentError``, not pydantic's
-    ``ValidationError``). Anything else is a bug and keeps its traceback.
+    ``ValidationError``). A request past a limit is a usage error (exit 2) whatever ``code`` says.
+    Anything else is a bug and keeps its traceback.
     """
     try:
         yield
+    except LimitExceededError as exc:
+        raise fail(str(exc), 2) from None
     except ContextkitError as exc:
         raise fail(str(exc), code) from None
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
+from contextkit.cli._app import IndexOpt, app, err, fail, out, reported, safe
 from contextkit.cli._settings import file_settings
-from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
+from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS, MAX_HISTORY_MESSAGES
 
 if TYPE_CHECKING:  # pragma: no cover - imported lazily at run time (CLI start-up)
     from contextkit.core.records import Message
@@ -74,7 +74,7 @@ def assemble(
 
     Example: contextkit assemble "How are exceptions chained?" --index my.ck-index --model gpt-4o --out prompt.txt
     """
-    _check_args(budget, model, fmt, mode, order, fill, messages_style, text_escape)
+    _check_args(budget, model, fmt, mode, order, fill, messages_style, text_escape, k)
     result = _assemble(question, index, budget=budget, model=model, instructions=instructions, history=history,
                        k=k, filter_=filter_, audit_log=audit_log, tool_output=tool_output or [],
                        options=dict(**file_settings("assemble"), mode=mode, format=fmt, text_escape=text_escape, evidence_order=order, summarize_history=summarize_history,
@@ -85,7 +85,7 @@ def assemble(
         raise fail(f"{result.report.warnings[0]} (--require-evidence; filters: {filter_ or 'none'}); nothing written")
     _write_outputs(result, question, out_file, report_file, report_html, messages_file, messages_style)
     for warning in result.report.warnings:
-        err.print(f"[yellow]warning:[/] {_plain(warning)}", highlight=False)
+        err.print(f"[yellow]warning:[/] {_plain(safe(warning))}", highlight=False)
     if quiet:
         return
     if as_json:
@@ -100,12 +100,15 @@ _CHOICES = {"--format": ("xml", "markdown"), "--mode": ("dense", "bm25", "hybrid
 
 
 def _check_args(budget: int | None, model: str | None, fmt: str, mode: str, order: str = "lost_in_the_middle",
-                fill: str = "relevant", messages_style: str = "openai", text_escape: str = "auto") -> None:
-    """Usage errors (exit code 2, one line) before anything is opened."""
+                fill: str = "relevant", messages_style: str = "openai", text_escape: str = "auto",
+                k: int | None = None) -> None:
+    """Usage errors (exit code 2, one line) before anything is opened (the limits: the library's, also exit 2)."""
     if budget is None and model is None:
         raise fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
     if budget is not None and budget <= 0:
         raise fail(f"--budget must be a positive number of tokens, not {budget}", 2)
+    if k is not None and k <= 0:
+        raise fail(f"-k must be a positive number of chunks, not {k}", 2)
     for option, value in zip(_CHOICES, (fmt, mode, order, fill, messages_style, text_escape)):
         if value not in _CHOICES[option]:
             raise fail(f"{option} is {' or '.join(_CHOICES[option])}, not {value!r}", 2)
@@ -128,18 +131,22 @@ def _assemble(question: str, index: Path, *, budget: int | None, model: str | No
         ContextAssembler,
         load_history,
     )
+    from contextkit.cli._redaction import session
     from contextkit.index import Index
     from contextkit.retrievers import Filters
 
     with reported(), _input_errors():
         profile = get_profile(model) if model else None
         key_text = _read_text(instructions).strip() if instructions else None
-        messages: list[Message | dict[str, Any]] | None = list(load_history(history)) if history else None
+        most = options.get("max_history_messages", MAX_HISTORY_MESSAGES)
+        messages: list[Message | dict[str, Any]] | None = list(load_history(history, most)) if history else None
         tools: list[str | tuple[str, str]] = [(path.name, _read_text(path)) for path in tool_output or []]
         filters = Filters.parse(filter_) if filter_ else None
         with Index.open(index, read_only=True) as opened:
+            # with --redact, the prompt is masked in the session the run's output is (one placeholder per value)
+            redactor = session() if options.get("redact") else None
             assembler = ContextAssembler(
-                profile if budget is None else budget, index=opened,
+                profile if budget is None else budget, index=opened, redactor=redactor,
                 tokenizer=profile.tokenizer if (profile and budget is not None) else None,
                 audit_log=str(audit_log) if audit_log else None, **options)
             return assembler.assemble(question, instructions=key_text, history=messages, k=k, filters=filters,
@@ -167,14 +174,15 @@ def _write_outputs(result: Any, question: str, out_file: Path | None, report_fil
         if report_html:
             from contextkit.assembly.html import render_html
 
-            _write_atomic(report_html, render_html(result.prompt, result.report, title=f"contextkit: {question}"))
+            title = f"contextkit: {question}"  # masked when the run redacts, as the prompt's question is
+            _write_atomic(report_html, render_html(result.prompt, result.report, title=safe(title)))
         if out_file:
             _write_atomic(out_file, result.prompt)
         else:
             sys.stdout.write(result.prompt)
             sys.stdout.flush()
     except OSError as exc:
-        raise fail(f"cannot write: {exc}") from None
+        raise fail(f"cannot write: {exc}") from None  # fail() masks a path when the run redacts
 
 
 @app.command()
@@ -233,7 +241,7 @@ def _print_report(report) -> None:
         err.print("left out or cut: " + ", ".join(f"{v} {k.replace(':', ' for ')}" for k, v in sorted(left_out.items())),
                   highlight=False)
     for note in report.notes:
-        err.print(f"note: {note}", highlight=False)
+        err.print(f"note: {_plain(safe(note))}", highlight=False)
 
 
 

@@ -31,10 +31,11 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from contextkit.core.errors import ConfigError
+from contextkit.core.errors import ConfigError, InvalidArgumentError, LimitExceededError
 
 __all__ = ["DEFAULT_CHUNK_OVERLAP", "DEFAULT_CHUNK_SIZE", "DEFAULT_SUMMARY_MAX_TOKENS", "DEFAULT_TOKENIZER",
-           "ConfigError", "find_config", "load_config"]
+           "MAX_BUDGET", "MAX_HISTORY_MESSAGES", "MAX_K", "MAX_QUERY_CHARS", "ConfigError", "check_limit",
+           "check_limit_option", "find_config", "load_config"]
 
 CONFIG_FILE = "contextkit.toml"
 
@@ -61,6 +62,42 @@ DEFAULT_CHUNK_OVERLAP = 16
 DEFAULT_TOKENIZER = "cl100k_base"
 #: The hard cap on a history summary, in tokens, wherever one is made (assembler, CLI, plug-in).
 DEFAULT_SUMMARY_MAX_TOKENS = 512
+
+# The limits of one request (issue 33): without them a 1 MB query held a CPU for 208 s and 1 GB of
+# memory on the dense side. Each default is far above real use, and each is an option of the entry
+# points it guards (the retrievers, ``search_index``, ``assemble()`` and ``ContextAssembler``): a
+# request past one raises ``LimitExceededError`` naming the option that raises it.
+
+#: The longest query, in characters (``max_query_chars``): about 5,000 tokens, several pages of text,
+#: twenty times a long question; a dense query this long embeds in seconds on a CPU (it is windowed,
+#: never truncated, so the cost grows with its length). Also the longest ``question`` section.
+MAX_QUERY_CHARS = 20_000
+#: The most chunks one retrieval returns (``max_k``): a prompt of 1M tokens holds about 8,000 chunks of
+#: the default size; past this, FAISS allocates ``k`` results per query (``k`` of 10**9: 16 GB).
+MAX_K = 10_000
+#: The largest budget, in tokens (``max_budget``): five times the largest context window of the
+#: profiles shipped (2M); a larger number is a mistake (a character count, a typo) or an attack.
+MAX_BUDGET = 10_000_000
+#: The most history messages one assembly takes (``max_history_messages``): a conversation of 5,000
+#: exchanges; the budget takes a few hundred at most, the rest is summarised or dropped, and each costs time.
+MAX_HISTORY_MESSAGES = 10_000
+
+
+def check_limit(amount: int, limit: int, option: str, what: str) -> None:
+    """Refuse ``amount`` over ``limit`` with one :class:`LimitExceededError` line naming ``option``.
+
+    ``what`` describes the amount with a ``{:,}`` field for it (``"a query of {:,} characters"``).
+    Checked before any work, so a refused request costs nothing."""
+    if amount > limit:
+        raise LimitExceededError(f"{what.format(amount)} is over the limit of {limit:,} (raise it with the "
+                                 f"option {option})")
+
+
+def check_limit_option(value: object, option: str) -> int:
+    """A limit given as an option: a whole number > 0 (a bool, a float or NaN is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidArgumentError(f"{option} must be a whole number > 0, not {value!r}")
+    return value
 
 
 def find_config(start: str | Path | None = None) -> Path | None:

@@ -31,6 +31,7 @@ __all__ = [
     "InvalidArgumentError",
     "LLMCallError",
     "LLMTimeoutError",
+    "LimitExceededError",
     "LlamaIndexVersionError",
     "ModelNotFoundError",
     "NothingToIngestError",
@@ -59,6 +60,14 @@ class InvalidArgumentError(ContextkitError, ValueError):
     """An argument, setting or record that contextkit cannot use; the message names it and what would do.
 
     Still a ``ValueError``, as these were before there was a base.
+    """
+
+
+class LimitExceededError(InvalidArgumentError):
+    """A request past one of contextkit's limits (a query's length, ``k``, a budget, a history's length).
+
+    The limits keep one careless or hostile request from holding a CPU for minutes or memory by the
+    gigabyte; the message names the limit and the option that raises it.
     """
 
 

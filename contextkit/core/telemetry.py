@@ -11,6 +11,10 @@ figures (budget, fill, dropped items, attempts) carry a ``contextkit.`` prefix.
 A leaf: imports nothing from contextkit, so any module may import it without a cycle.
 Spans and metrics go to the global tracer and meter providers, or to those given to
 :func:`set_providers` (tests, or an application that keeps contextkit's telemetry apart).
+An error through a span is recorded as OpenTelemetry records it (an ``exception`` event with its
+message and traceback, an error status); with a mask given to :func:`set_masker` (the command
+line's, in a run with redaction on), the message and the traceback are masked first: an error that
+quotes a path or a value the user gave must not carry it to a trace backend.
 """
 
 from __future__ import annotations
@@ -24,12 +28,12 @@ from typing import Any
 
 __all__ = [
     "assembly_figures", "available", "ingest_figures", "mark_error", "record_llm_metrics", "retrieval_figures",
-    "set_attributes", "set_providers", "span", "traced",
+    "set_attributes", "set_masker", "set_providers", "span", "traced",
 ]
 
 _SCOPE = "contextkit"
 _state: dict[str, Any] = {"available": None, "tracer_provider": None, "meter_provider": None,
-                          "tracer": None, "instruments": None}
+                          "tracer": None, "instruments": None, "mask": None}
 
 
 class _NoSpan:
@@ -63,6 +67,11 @@ def set_providers(tracer_provider: Any = None, meter_provider: Any = None) -> No
     _state.update(tracer_provider=tracer_provider, meter_provider=meter_provider, tracer=None, instruments=None)
 
 
+def set_masker(mask: Callable[[str], str] | None) -> None:
+    """Mask what spans record of an error (message, traceback, status) with ``mask`` (None: as it is)."""
+    _state["mask"] = mask
+
+
 def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
     """OpenTelemetry takes str, bool, int, float (and sequences of them), never None."""
     return {k: v for k, v in attributes.items() if isinstance(v, (str, bool, int, float, tuple, list))}
@@ -89,8 +98,28 @@ def span(name: str, **attributes: Any) -> Iterator[Any]:
         yield _NO_SPAN
         return
     attrs = _clean({k.replace("__", "."): v for k, v in attributes.items()})
-    with _tracer().start_as_current_span(name, attributes=attrs) as current:
-        yield current
+    mask = _state["mask"]
+    with _tracer().start_as_current_span(name, attributes=attrs, record_exception=mask is None,
+                                         set_status_on_exception=mask is None) as current:
+        try:
+            yield current
+        except Exception as exc:
+            if mask is not None:
+                _record_masked(current, exc, mask)
+            raise
+
+
+def _record_masked(current: Any, exc: Exception, mask: Callable[[str], str]) -> None:
+    """The ``exception`` event and error status OpenTelemetry records, with the message and traceback masked."""
+    import traceback
+
+    from opentelemetry.trace import Status, StatusCode
+
+    message = mask(str(exc))
+    current.add_event("exception", {"exception.type": type(exc).__name__, "exception.message": message,
+                                    "exception.stacktrace": mask("".join(traceback.format_exception(exc))),
+                                    "exception.escaped": "False"})
+    current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {message}"))
 
 
 def traced(name: str, figures: Callable[[Any], dict[str, Any]] | None = None) -> Callable[[Any], Any]:
@@ -133,7 +162,8 @@ def mark_error(current: Any, error_type: str, message: str = "") -> None:
     from opentelemetry.trace import Status, StatusCode
 
     current.set_attribute("error.type", error_type)
-    current.set_status(Status(StatusCode.ERROR, message[:200]))
+    mask = _state["mask"]
+    current.set_status(Status(StatusCode.ERROR, (mask(message) if mask is not None else message)[:200]))
 
 
 def _instruments() -> tuple[Any, Any]:

@@ -5,9 +5,13 @@ Kept apart from the retry loop so that the loop reads as the policy it is. Three
 * a prompt (a string, chat messages or an ``AssemblyResult``) becomes a :class:`Request`:
   chat messages for ``llm.chat`` when the prompt is messages (or an assembly result and the
   model is a chat model), else one string for ``llm.complete``;
-* a sync call with a ``timeout`` runs in a daemon worker thread; we stop waiting after the
-  timeout, and the thread may still finish in the background (a Python thread cannot be
-  killed, and the provider's client holds the socket). Without a timeout, no thread;
+* a sync call with a ``timeout`` leaves no work running behind it that could be stopped, and
+  never more than a few threads (:func:`call_sync`). To an LLM with async methods of its own, it is
+  their coroutine, cancelled at the timeout (the provider's async client closes the request), on
+  one event-loop thread the process keeps for its life (a provider's async client is bound to the
+  loop it first ran on). To an LLM with sync methods only, which no one can stop (a Python thread
+  cannot be killed), it runs on a pool of at most :data:`SYNC_WORKERS` daemon threads, each ending
+  when idle; a call still queued when its time is up never starts. Without a timeout, no thread;
 * tokens are the provider's when the response reports them (``raw.usage`` or LlamaIndex's
   ``additional_kwargs``), else counted with the tokenizer of the model profile that matches
   ``metadata.model_name`` (cl100k_base, and no cost, when none does).
@@ -15,7 +19,10 @@ Kept apart from the retry loop so that the loop reads as the policy it is. Three
 
 from __future__ import annotations
 
+import asyncio
+import queue
 import threading
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -170,26 +177,145 @@ async def ainvoke(llm: Any, request: Request) -> tuple[str, Any]:
 
 
 def call_sync(llm: Any, request: Request, timeout: float | None) -> tuple[str, Any]:
-    """:func:`invoke`, given up on after ``timeout`` seconds (the worker thread may finish later)."""
+    """:func:`invoke`, given up on after ``timeout`` seconds with :class:`LLMTimeoutError`, leaving no work
+    behind that can be stopped: the LLM's own coroutine when it has one (cancelled at the timeout),
+    else a call on the bounded pool of sync workers (see the module's docstring)."""
     if timeout is None:
         return invoke(llm, request)
-    box: dict[str, Any] = {}
-    done = threading.Event()
+    if _native_async(llm, request.uses_chat(llm)):
+        return _LOOP.run(lambda: ainvoke(llm, request), timeout, model_name(llm))
+    return _WORKERS.run(lambda: invoke(llm, request), timeout, model_name(llm))
 
-    def work() -> None:
+
+def _native_async(llm: Any, chat: bool) -> bool:
+    """Whether the LLM's ``achat``/``acomplete`` (the one this request uses) is its own, not LlamaIndex's
+    ``CustomLLM`` default that calls the sync method inside the coroutine (which a cancel cannot stop)."""
+    import inspect
+
+    from llama_index.core.llms import CustomLLM
+
+    name = "achat" if chat else "acomplete"
+    method = getattr(type(llm), name, None)
+    # LlamaIndex wraps each subclass's methods in its instrumentation: compare what the wrappers wrap
+    return method is not None and inspect.unwrap(method) is not inspect.unwrap(getattr(CustomLLM, name))
+
+
+#: The most sync LLM calls running at once on worker threads: calls past their timeout still
+#: running take a worker each, and a new call waits for one (and never starts if its time is up first).
+SYNC_WORKERS = 4
+#: Seconds an idle worker waits for another call before it ends.
+IDLE_SECONDS = 2.0
+
+
+class _Job:
+    """One sync call handed to a worker: its result or error, and whether the caller gave up on it."""
+
+    def __init__(self, fn: Callable[[], tuple[str, Any]]) -> None:
+        self.fn, self.done, self.given_up = fn, threading.Event(), False
+        self.value: tuple[str, Any] | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
         try:
-            box["value"] = invoke(llm, request)
+            self.value = self.fn()
         except BaseException as exc:  # noqa: BLE001 - handed back to the caller's thread
-            box["error"] = exc
+            self.error = exc
         finally:
-            done.set()
+            self.done.set()
 
-    threading.Thread(target=work, name="contextkit-llm-call", daemon=True).start()
-    if not done.wait(timeout):
-        raise LLMTimeoutError(f"{model_name(llm)} did not answer within {timeout:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+
+class _SyncWorkers:
+    """At most ``size`` daemon threads taking sync calls from one queue; an idle one ends after ``idle`` s.
+
+    Daemon, so a call stuck past its timeout never holds up the interpreter's exit; bounded, so fifty
+    stuck calls hold ``size`` threads, not fifty; a queued call whose caller gave up is skipped."""
+
+    def __init__(self, size: int, idle: float) -> None:
+        self.size, self.idle = size, idle
+        self._jobs: queue.SimpleQueue[_Job] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = self._waiting = 0
+
+    def run(self, fn: Callable[[], tuple[str, Any]], timeout: float, model: str) -> tuple[str, Any]:
+        job = _Job(fn)
+        with self._lock:
+            self._jobs.put(job)
+            if self._waiting == 0 and self._threads < self.size:
+                self._threads += 1
+                threading.Thread(target=self._work, name="contextkit-llm-call", daemon=True).start()
+        if not job.done.wait(timeout):
+            job.given_up = True
+            raise LLMTimeoutError(f"{model} did not answer within {timeout:g} s")
+        if job.error is not None:
+            raise job.error
+        assert job.value is not None
+        return job.value
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._waiting += 1
+            try:
+                job = self._jobs.get(timeout=self.idle)
+            except queue.Empty:
+                with self._lock:
+                    self._waiting -= 1
+                    if self._jobs.empty():
+                        self._threads -= 1
+                        return
+                continue
+            with self._lock:
+                self._waiting -= 1
+            if not job.given_up:
+                job.run()
+
+
+class _EventLoop:
+    """One daemon thread running one event loop for the timed sync calls to LLMs with async methods.
+
+    The coroutine is cancelled at the timeout, so the request ends there (the provider's async
+    client closes it) and nothing runs on. The loop lives as long as the process: a provider's async
+    client, kept by the LLM between calls, is bound to the loop it first ran on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def run(self, make: Callable[[], Coroutine[Any, Any, tuple[str, Any]]], timeout: float,
+            model: str) -> tuple[str, Any]:
+        future = asyncio.run_coroutine_threadsafe(_timed(make, timeout), self._started())
+        try:  # the loop cancels at the timeout; the second's grace covers a coroutine that blocks the loop
+            return future.result(timeout + 1.0)
+        except _Expired:
+            raise LLMTimeoutError(f"{model} did not answer within {timeout:g} s") from None
+        except TimeoutError:
+            if future.done():
+                raise  # the LLM's own TimeoutError
+            future.cancel()
+            raise LLMTimeoutError(f"{model} did not answer within {timeout:g} s (it blocks the event loop: its "
+                                  "async methods call sync code)") from None
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="contextkit-llm-loop", daemon=True).start()
+            return self._loop
+
+
+async def _timed(make: Callable[[], Coroutine[Any, Any, tuple[str, Any]]], timeout: float) -> tuple[str, Any]:
+    try:
+        return await asyncio.wait_for(make(), timeout)
+    except TimeoutError as exc:
+        raise _Expired() from exc
+
+
+class _Expired(TimeoutError):
+    """The timeout of :meth:`_EventLoop.run` (not a ``TimeoutError`` the LLM raised itself)."""
+
+
+_WORKERS = _SyncWorkers(SYNC_WORKERS, IDLE_SECONDS)
+_LOOP = _EventLoop()
 
 
 # --------------------------------------------------------------------------- tokens and cost

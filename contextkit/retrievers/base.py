@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Self
 import numpy as np
 from pydantic import Field
 
+from contextkit.core.config import MAX_K, MAX_QUERY_CHARS, check_limit, check_limit_option
 from contextkit.core.errors import RetrievalError
 from contextkit.core.options import Component
 from contextkit.core.records import ScoredChunk
@@ -26,7 +27,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from contextkit.index import Index
     from contextkit.retrievers.rerank import Reranker
 
-__all__ = ["Filters", "RetrievalError", "Retriever"]
+__all__ = ["Filters", "RetrievalError", "Retriever", "check_request"]
 
 
 class Filters(Settings):
@@ -63,6 +64,22 @@ class Filters(Settings):
         return index.rowids_matching(doc_ids=self.doc_ids, metadata=self.metadata, source_glob=self.source_glob)
 
 
+def check_request(query: object, k: object, max_query_chars: int = MAX_QUERY_CHARS, max_k: int = MAX_K) -> int:
+    """``k`` as an int when ``query`` and ``k`` make a request a retriever takes, checked before any work:
+    a query that is not blank and within ``max_query_chars``, a whole ``k`` > 0 within ``max_k`` (a bool,
+    a float or NaN is not one). A blank query or a bad ``k`` is a :class:`RetrievalError`, a request past
+    a limit a ``LimitExceededError`` naming the option."""
+    if not isinstance(query, str) or not query.strip():
+        raise RetrievalError("the query is empty")
+    max_query_chars = check_limit_option(max_query_chars, "max_query_chars")
+    max_k = check_limit_option(max_k, "max_k")
+    check_limit(len(query), max_query_chars, "max_query_chars", "a query of {:,} characters")
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k <= 0:
+        raise RetrievalError(f"k must be a positive integer, not {k!r}")
+    check_limit(int(k), max_k, "max_k", "k = {:,}")
+    return int(k)
+
+
 def _is_number(value: str) -> bool:
     try:
         float(value)
@@ -79,13 +96,17 @@ class Retriever(Component, ABC):
     with the index's path and the embedder's settings, to another process. As a
     :class:`~contextkit.core.settings.Component`, a misspelt option to the constructor or to
     :meth:`retrieve` raises :class:`~contextkit.errors.UnknownOptionError`.
+
+    ``max_query_chars`` and ``max_k`` bound one request (defaults in :mod:`contextkit.core.config`):
+    a query or a ``k`` past them is refused before any work with a ``LimitExceededError``.
     """
 
     _option_methods = ("retrieve",)
 
     def __init__(self, index: Index, *, min_score: float | None = None, mmr: float | None = None,
                  reranker: Reranker | None = None, candidates: int = 100, k: int = 10,
-                 filters: Filters | dict[str, Any] | None = None) -> None:
+                 filters: Filters | dict[str, Any] | None = None, max_query_chars: int = MAX_QUERY_CHARS,
+                 max_k: int = MAX_K) -> None:
         self.index = index
         self.min_score = min_score
         self.mmr = mmr
@@ -93,12 +114,15 @@ class Retriever(Component, ABC):
         self.candidates = candidates
         self.k = k
         self.filters = Filters(**filters) if isinstance(filters, dict) else filters
+        self.max_query_chars = check_limit_option(max_query_chars, "max_query_chars")
+        self.max_k = check_limit_option(max_k, "max_k")
 
     # ------------------------------------------------------- serialisation
     def _settings(self) -> dict[str, Any]:
         """Constructor options besides the index, the embedder and the reranker; a subclass adds its own."""
         return {"k": self.k, "filters": None if self.filters is None else self.filters.model_dump(),
-                "min_score": self.min_score, "mmr": self.mmr, "candidates": self.candidates}
+                "min_score": self.min_score, "mmr": self.mmr, "candidates": self.candidates,
+                "max_query_chars": self.max_query_chars, "max_k": self.max_k}
 
     def to_dict(self) -> dict[str, Any]:
         """``{"type", "index": its folder, **options, "reranker", "embedder"}``, JSON values only.
@@ -145,16 +169,16 @@ class Retriever(Component, ABC):
     def retrieve(self, query: str, k: int | None = None, filters: Filters | dict[str, Any] | None = None, *,
                  min_score: float | None = None, mmr: float | None = None) -> list[ScoredChunk]:
         """The ``k`` best chunks for ``query`` that pass ``filters``, best first (``None``: the constructor's)."""
-        if not isinstance(query, str) or not query.strip():
-            raise RetrievalError("the query is empty")
-        k = self.k if k is None else k
-        if not isinstance(k, int) or k <= 0:
-            raise RetrievalError(f"k must be a positive integer, not {k!r}")
+        k = self.check_request(query, self.k if k is None else k)
         pin = getattr(self.index, "snapshot", None)
         if pin is None:  # an index-like object of a caller's own
             return self._retrieve(query, k, filters, min_score, mmr)
         with pin():  # one generation for the whole query: filters, every run, the chunks' texts
             return self._retrieve(query, k, filters, min_score, mmr)
+
+    def check_request(self, query: object, k: object) -> int:
+        """``k`` as an int when this retriever takes ``query`` and ``k`` (see :func:`check_request`)."""
+        return check_request(query, k, self.max_query_chars, self.max_k)
 
     def _retrieve(self, query: str, k: int, filters: Filters | dict[str, Any] | None, min_score: float | None,
                   mmr: float | None) -> list[ScoredChunk]:
