@@ -21,6 +21,7 @@ Conventions every command follows, set here once:
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -132,6 +133,18 @@ def safe(text: object, keep_lines: bool = False) -> str:
             code = ord(ch)
             out_chars.append(f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}")
     return "".join(out_chars)
+
+
+#: What ``json.dumps(..., ensure_ascii=False)`` leaves raw but a terminal may act on (DEL and the C1
+#: controls, U+009B is a CSI) or a JSON-lines reader may split at (U+0085, U+2028, U+2029 end a line
+#: for ``str.splitlines``): written as ``\\uXXXX`` escapes, which every JSON reader decodes alike.
+_JSON_RAW_UNSAFE = {code: f"\\u{code:04x}" for code in [*range(0x7F, 0xA0), 0x2028, 0x2029]}
+
+
+def json_text(value: Any, **options: Any) -> str:
+    """``value`` as JSON for stdout or a file: UTF-8 text kept readable, every character a terminal or
+    a line splitter could misread escaped (a document's own ``ESC [ 2 J`` stays data)."""
+    return json.dumps(value, ensure_ascii=False, **options).translate(_JSON_RAW_UNSAFE)
 
 
 def plain_rule(title: str, width: int) -> str:

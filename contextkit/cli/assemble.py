@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, app, err, fail, out, reported, safe
+from contextkit.cli._app import IndexOpt, app, err, fail, json_text, out, reported, safe
 from contextkit.cli._settings import file_settings
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS, MAX_HISTORY_MESSAGES
 
@@ -168,7 +168,7 @@ def _write_outputs(result: Any, question: str, out_file: Path | None, report_fil
     """The report files, the messages, then the prompt (to ``--out`` or stdout); each written whole or not at all."""
     try:
         if messages_file:
-            _write_atomic(messages_file, json.dumps(result.messages(messages_style), ensure_ascii=False, indent=2) + "\n")
+            _write_atomic(messages_file, json_text(result.messages(messages_style), indent=2) + "\n")
         if report_file:
             _write_atomic(report_file, result.report.model_dump_json(indent=2) + "\n")
         if report_html:

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from contextkit.cli._app import app, err
+from contextkit.cli._app import app, err, json_text
 from contextkit.cli.ingest import ingest
 from contextkit.cli.search import search
 
@@ -100,7 +100,6 @@ def demo(
     report = run_ingest([str(corpus)], index, prune=True)
     searches = [{"query": q, "hits": [h.to_dict() for h in search_index(index, q, 3)]}
                 for q in query or DEMO_QUERIES]
-    sys.stdout.write(json.dumps({"ingest": json.loads(report.model_dump_json()), "searches": searches},
-                                ensure_ascii=False) + "\n")
+    sys.stdout.write(json_text({"ingest": json.loads(report.model_dump_json()), "searches": searches}) + "\n")
     if report.nothing_ingested:
         raise typer.Exit(1)

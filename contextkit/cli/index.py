@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated
 
@@ -10,7 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, app, err, fail, out, reported
+from contextkit.cli._app import IndexOpt, app, err, fail, json_text, out, reported
 
 _JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 _STYLE = {"ok": "green", "unchecked": "yellow", "leftover": "yellow", "busy": "yellow", "read-only": "yellow",
@@ -48,7 +47,7 @@ def verify(
         raise fail(f"{index}: no such folder")
     report = verify_index(index, full=not quick)
     if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(report.to_dict()) + "\n")
     else:
         out.print(_checks_table(f"verify {index}", report.checks))
         if report.ok:
@@ -80,7 +79,7 @@ def repair(index: IndexOpt, as_json: _JsonOpt = False) -> None:
     with reported():
         report = repair_index(index)
     if as_json:
-        sys.stdout.write(json.dumps(report.to_dict(), ensure_ascii=False) + "\n")
+        sys.stdout.write(json_text(report.to_dict()) + "\n")
     else:
         if report.before.problems:
             out.print(_checks_table(f"found in {index}", report.before.problems))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Literal
@@ -11,7 +10,19 @@ from typing import Annotated, Literal
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, JsonOpt, app, err, fail, out, plain_rule, progress_bar, reported, safe
+from contextkit.cli._app import (
+    IndexOpt,
+    JsonOpt,
+    app,
+    err,
+    fail,
+    json_text,
+    out,
+    plain_rule,
+    progress_bar,
+    reported,
+    safe,
+)
 from contextkit.cli._settings import file_settings
 from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_TOKENIZER
 
@@ -233,9 +244,8 @@ def chunk(
             chunks = chunker.chunk(doc)
         for c in chunks:
             if as_json:
-                sys.stdout.write(json.dumps({"doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
-                                             "start": c.start, "end": c.end, "tokens": c.token_count},
-                                            ensure_ascii=False) + "\n")
+                sys.stdout.write(json_text({"doc_id": c.doc_id, "ordinal": c.ordinal, "text": c.text,
+                                            "start": c.start, "end": c.end, "tokens": c.token_count}) + "\n")
                 continue
             title = f"{safe(c.id)}  [{c.start}:{c.end}]  {c.token_count} tokens"
             if not out.is_terminal:  # a pipe or a file: plain lines, the text as it is (not re-wrapped)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, JsonOpt, app, out, reported, safe
+from contextkit.cli._app import IndexOpt, JsonOpt, app, json_text, out, reported, safe
 
 #: Manifest fields that apply to one index type only (``info`` shows them for that type).
 _TYPE_FIELDS = {"hnsw_": ("hnsw", "auto"), "ivfpq_": ("ivfpq",)}
@@ -49,7 +49,7 @@ def search(
         hits = search_index(index, query, k, mode=mode, filters=filter_ or None, mmr=mmr, min_score=min_score)
     if as_json:
         for hit in hits:
-            sys.stdout.write(json.dumps(hit.to_dict(), ensure_ascii=False) + "\n")
+            sys.stdout.write(json_text(hit.to_dict()) + "\n")
         return
     table = Table(title=f"{len(hits)} results for {safe(repr(query))}", title_justify="left")
     for col in ("#", "score", "chunk", "text"):

@@ -20,6 +20,8 @@ def index_dir(tmp_path_factory, embedder):
     folder = tmp_path_factory.mktemp("docs")
     (folder / "bread.md").write_text("# Bread\n\nKnead the dough, let it rise, bake it hot.\n", encoding="utf-8")
     (folder / "evil\x1b[2Jname.txt").write_text("Clearing screens is rude.\n", encoding="utf-8")
+    (folder / "c1.txt").write_text("Controls in text: CSI \x9b31m, NEL \x85 and a line separator \u2028 here.\n",
+                                   encoding="utf-8")
     ix = tmp_path_factory.mktemp("ix") / "ix.ck-index"
     ingest([folder], ix, embedder=embedder)
     return ix
@@ -35,6 +37,17 @@ class TestSearchCli:
     def test_names_in_the_table_are_escaped(self, index_dir):
         result = runner.invoke(app, ["search", "clearing screens", "--index", str(index_dir), "--mode", "bm25"])
         assert result.exit_code == 0 and "\x1b" not in result.stdout and "\\x1b[2Jname" in result.stdout
+
+
+    def test_json_lines_hold_no_raw_control_and_split_anywhere(self, index_dir):
+        """On 0cf31da ``--json`` wrote U+009B (a CSI to a terminal) and U+0085 raw: ``str.splitlines``
+        cut a hit in two and ``json.loads`` failed on each half."""
+        result = runner.invoke(app, ["search", "controls in text", "--index", str(index_dir), "--mode", "bm25",
+                                     "-k", "3", "--json"])
+        assert result.exit_code == 0
+        assert not any(ch in result.stdout for ch in "\x1b\x9b\x85\u2028")
+        hits = [json.loads(line) for line in result.stdout.splitlines()]
+        assert hits and any("\x9b31m, NEL \x85 and a line separator \u2028" in h["text"] for h in hits)
 
 
 class TestInfoCli:
