@@ -56,6 +56,16 @@ class TestEmail:
         assert found("Alice <alice@example.com>.") == [("alice@example.com", "EMAIL")]
         assert found("write to bob@example.com.") == [("bob@example.com", "EMAIL")]
 
+    @pytest.mark.parametrize(("text", "value"), [
+        ("/tmp/john.doe@example.com.ck-index", "john.doe@example.com.ck"),
+        ("msg-frank@example.co.uk-1", "msg-frank@example.co.uk"),
+        ("folder bob@example.org-backup here", "bob@example.org"),
+    ])
+    def test_followed_by_a_hyphen_in_a_path_or_id(self, text, value):
+        """On 0cf31da an address followed by ``-`` and a letter (an index folder named after its
+        owner: ``john.doe@example.com.ck-index``) was not found at all and reached CLI errors raw."""
+        assert found(text) == [(value, "EMAIL")]
+
     @pytest.mark.parametrize("text", [
         "an @mention and user@ alone", "a@b", "email me at example dot com", "x..y@example.com is broken",
         "the price is 5@10", "see @example.com",
