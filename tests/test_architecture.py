@@ -65,7 +65,9 @@ class TestImportGraph:
         ("contextkit.core.atomic", set()),
         ("contextkit.chunking._cuts", {"contextkit.core.errors", "contextkit.core.tokenizers", "contextkit.core.config"}),
         ("contextkit.embedders.base", {"contextkit.core.options", "contextkit.core.tokenizers"}),
-        ("contextkit.index._checksums", set()),
+        ("contextkit.index._checksums", {"contextkit.index._safe_files"}),
+        ("contextkit.index._safe_files", {"contextkit.core.errors"}),
+        ("contextkit.index._schema", {"contextkit.core.errors"}),
         ("contextkit.cli._app", {"contextkit.core.errors"}),
     ])
     def test_leaves_stay_leaves(self, module, may_import):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
-from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.errors import IndexCorruptError, InvalidArgumentError
 from contextkit.index import _bm25_legacy as legacy
 from contextkit.index._bm25_files import (
     PostingsMeta,
@@ -41,6 +41,7 @@ from contextkit.index._bm25_postings import (
 )
 from contextkit.index._checksums import FileSum
 from contextkit.index._disk import fsync_dir
+from contextkit.index._safe_files import require_folder, require_regular
 
 log = logging.getLogger(__name__)
 
@@ -232,9 +233,10 @@ class BM25Index:
     def load(cls, folder: Path, sums: dict[str, FileSum] | None = None) -> BM25Index | None:
         """The saved index, or ``None`` when there is none (or it is unreadable). ``sums``: the checksums
         the manifest records for its files (carried over when a later save links them)."""
-        if not (folder / "meta.json").is_file():
+        if not os.path.lexists(folder / "meta.json"):
             return None
         try:
+            require_folder(folder)
             meta = read_meta(folder)
             if "format" not in meta:
                 return cls._load_legacy(folder, meta)
@@ -242,7 +244,8 @@ class BM25Index:
             index = cls(BM25Config(**parsed.config))
             index._set(read_postings(folder, parsed, sums), parsed.generation)
             index.stored_as = folder
-        except (OSError, ValueError, KeyError, TypeError, MemoryError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, MemoryError, IndexCorruptError) as exc:
+            # IndexCorruptError: a link, FIFO or device in a file's place (never read); derived: rebuilt
             log.warning("%s: unreadable BM25 folder (%s); it will be rebuilt", folder, exc)
             return None
         return index
@@ -266,10 +269,13 @@ class BM25Index:
 
 
 def _check_headers(folder: Path) -> None:
-    """Every ``.npy`` of the folder has a plain header whose shape its size holds (before any is loaded:
-    a crafted header claiming 10^11 rows would otherwise be allocated first)."""
+    """Every file of the folder is a regular file (bm25s opens them by name: a FIFO would block it), and every
+    ``.npy`` has a plain header whose shape its size holds (before any is loaded: a crafted header claiming
+    10^11 rows would otherwise be allocated first)."""
     from contextkit.index._checksums import npy_header
 
+    for entry in folder.iterdir():
+        require_regular(entry)
     for file in folder.glob("*.npy"):
         if npy_header(file) is None:
             raise ValueError(f"{file.name}: not a plain .npy array, or its header claims more than the file holds")

@@ -33,12 +33,16 @@ from pydantic import BaseModel, Field, field_validator
 
 from contextkit.index._bm25_postings import Postings, Segment, Stored
 from contextkit.index._checksums import FileSum, file_sum, npy_header
+from contextkit.index._safe_files import opened, read_capped
 
 __all__ = ["FORMAT", "META_LIMIT", "PostingsMeta", "read_meta", "read_postings", "segment_names", "write_postings"]
 
 FORMAT = "contextkit-bm25-postings"
 #: The largest meta.json read (a real one is under a KiB per segment).
 META_LIMIT = 1 << 20
+#: A vocabulary file's bound when the manifest records no size for it: bytes per term (terms are words,
+#: stemmed; JSON adds quotes and a comma) and a floor. A recorded size is the bound when there is one.
+VOCAB_BYTES_PER_TERM, VOCAB_FLOOR = 256, 1 << 20
 #: Each segment file: its role, the suffix after the segment's prefix, and the dtype its header must give.
 _ARRAYS = {"docs": ("docs.index.npy", "<i8"), "doclen": ("doclen.index.npy", "<i4"),
            "indptr": ("indptr.csc.index.npy", "<i8"), "indices": ("indices.csc.index.npy", "<i4"),
@@ -163,12 +167,9 @@ def _write_bytes(path: Path, data: bytes) -> FileSum:
 
 # -------------------------------------------------------------------- read
 def read_meta(folder: Path) -> dict[str, Any]:
-    """``meta.json`` as JSON (either layout), refusing one too large to be a meta file."""
-    with open(folder / "meta.json", "rb") as fh:
-        data = fh.read(META_LIMIT + 1)
-    if len(data) > META_LIMIT:
-        raise ValueError(f"meta.json: over {META_LIMIT >> 20} MiB")
-    meta = json.loads(data)
+    """``meta.json`` as JSON (either layout), refusing one too large to be a meta file, or not a regular file
+    (``IndexCorruptError``: a FIFO there would make every open wait)."""
+    meta = json.loads(read_capped(folder / "meta.json", META_LIMIT, "a BM25 meta.json"))
     if not isinstance(meta, dict):
         raise ValueError("meta.json: not an object")
     return meta
@@ -202,7 +203,7 @@ def _read_segment(folder: Path, sm: SegmentMeta, sums: dict[str, FileSum]) -> Se
     want = {"docs": (sm.docs,), "doclen": (sm.docs,), "indptr": (sm.terms + 1,), "indices": (sm.postings,),
             "tf": (sm.postings,)}
     arrays = {role: _load(folder / f"{sm.prefix}{name}", dtype, want[role]) for role, (name, dtype) in _ARRAYS.items()}
-    terms = json.loads((folder / f"{sm.prefix}{_VOCAB}").read_text(encoding="utf-8"))
+    terms = _read_vocab(folder / f"{sm.prefix}{_VOCAB}", sm.terms - sm.first_term, sums)
     if not isinstance(terms, list) or len(terms) != sm.terms - sm.first_term or \
             not all(isinstance(t, str) for t in terms):
         raise ValueError(f"{sm.prefix}{_VOCAB}: not the {sm.terms - sm.first_term} terms meta.json lists")
@@ -211,6 +212,14 @@ def _read_segment(folder: Path, sm: SegmentMeta, sums: dict[str, FileSum]) -> Se
     kept = {name: sums[name] for name in names if name in sums}
     return Segment(sm.prefix, arrays["docs"], arrays["doclen"], arrays["indptr"], arrays["indices"], arrays["tf"],
                    terms, sm.first_term, Stored(folder, kept))
+
+
+def _read_vocab(path: Path, count: int, sums: dict[str, FileSum]) -> Any:
+    """A segment's vocabulary as JSON, read only up to the size the manifest records for it (or a bound by
+    its term count): a link to ``/dev/zero`` there once grew memory without end."""
+    recorded = sums.get(path.name)
+    limit = recorded.size if recorded is not None else VOCAB_FLOOR + VOCAB_BYTES_PER_TERM * count
+    return json.loads(read_capped(path, limit, "this vocabulary").decode("utf-8"))
 
 
 def _check_values(sm: SegmentMeta, a: dict[str, np.ndarray]) -> None:
@@ -230,7 +239,8 @@ def _check_values(sm: SegmentMeta, a: dict[str, np.ndarray]) -> None:
 
 def _load(path: Path, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     """A ``.npy`` whose header gives ``dtype`` and ``shape`` and fits the file, loaded; else ``ValueError``."""
-    found = npy_header(path) if path.is_file() else None
+    found = npy_header(path) if os.path.lexists(path) else None  # not a regular file: IndexCorruptError
     if found is None or found != (dtype, shape):
         raise ValueError(f"{path.name}: not a plain .npy of {dtype} {shape} (found {found})")
-    return np.load(path, allow_pickle=False)
+    with opened(path) as fh:
+        return np.load(fh, allow_pickle=False)

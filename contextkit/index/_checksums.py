@@ -8,9 +8,12 @@ are in :mod:`contextkit.index.verify`'s docstring.
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 from pydantic import BaseModel, Field
+
+from contextkit.index._safe_files import not_regular, opened
 
 __all__ = ["FULL_CHECK_ON_OPEN", "SAMPLE_BYTES", "FileSum", "check_file", "faiss_header_count", "file_sum",
            "npy_header", "npy_shape", "sqlite_header_problem"]
@@ -36,13 +39,13 @@ class FileSum(BaseModel):
 
 
 def _full_sha256(path: Path) -> str:
-    with open(path, "rb") as fh:
+    with opened(path) as fh:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
 def _sample_sha256(path: Path, size: int) -> str:
     h = hashlib.sha256(size.to_bytes(8, "little"))
-    with open(path, "rb") as fh:
+    with opened(path) as fh:
         if size <= 2 * SAMPLE_BYTES:
             h.update(fh.read())
         else:
@@ -64,7 +67,7 @@ def _spread_offsets(size: int) -> list[int]:
 def _spread_sha256(path: Path, size: int) -> str:
     """The hash of the spread blocks: a damaged run longer than ``size / 63`` always touches one."""
     h = hashlib.sha256(size.to_bytes(8, "little"))
-    with open(path, "rb") as fh:
+    with opened(path) as fh:
         for offset in _spread_offsets(size):
             fh.seek(offset)
             h.update(fh.read(SPREAD_BYTES))
@@ -79,10 +82,14 @@ def file_sum(path: Path, sha256: str | None = None) -> FileSum:
 
 
 def check_file(path: Path, recorded: FileSum, full: bool) -> str | None:
-    """What is wrong with ``path`` against its record, or None. ``full``: hash every byte."""
-    if not path.is_file():
+    """What is wrong with ``path`` against its record, or None. ``full``: hash every byte.
+
+    A link, FIFO or device in the file's place is named as such, never followed or read."""
+    if not os.path.lexists(path):
         return "missing"
-    size = path.stat().st_size
+    if (kind := not_regular(path)) is not None:
+        return kind
+    size = path.lstat().st_size
     if size != recorded.size:
         return f"{size} bytes, manifest.json records {recorded.size} (truncated or overwritten)"
     if full or size <= FULL_CHECK_ON_OPEN:
@@ -97,13 +104,17 @@ def check_file(path: Path, recorded: FileSum, full: bool) -> str | None:
 
 
 def sqlite_header_problem(path: Path) -> str | None:
-    """A cheap look at a SQLite file's header: not SQLite, or shorter than its page count says."""
-    size = path.stat().st_size
+    """A cheap look at a SQLite file's header: not SQLite, or shorter than its page count says; or it, its
+    ``-wal`` or its ``-shm`` not a regular file (SQLite would open a FIFO there and wait, or map a device)."""
+    for side in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if (kind := not_regular(side)) is not None:
+            return f"{side.name} is {kind}"
+    size = path.lstat().st_size
     wal = path.with_name(path.name + "-wal")
-    wal_size = wal.stat().st_size if wal.is_file() else 0
+    wal_size = wal.lstat().st_size if wal.is_file() else 0
     if size == 0:
         return "empty file (0 bytes)"
-    with open(path, "rb") as fh:
+    with opened(path) as fh:
         head = fh.read(100)
     if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
         return f"not a SQLite database ({size} bytes, no SQLite header)"
@@ -120,9 +131,9 @@ def sqlite_header_problem(path: Path) -> str | None:
 def faiss_header_count(path: Path) -> int | None:
     """The vector count in a FAISS ``IndexIDMap``/``IndexIDMap2`` file's header, read without FAISS."""
     try:
-        with open(path, "rb") as fh:
+        with opened(path) as fh:
             head = fh.read(16)
-    except OSError:
+    except (OSError, ValueError, RuntimeError):  # missing, or not a regular file (IndexCorruptError)
         return None
     if len(head) < 16 or head[:4] not in (b"IxM2", b"IxMp"):
         return None
@@ -139,8 +150,8 @@ def npy_header(path: Path) -> tuple[str, tuple[int, ...]] | None:
     from numpy.lib import format as npy
 
     try:
-        size = path.stat().st_size
-        with open(path, "rb") as fh:
+        with opened(path) as fh:  # a link, FIFO or device: IndexCorruptError, never read
+            size = os.fstat(fh.fileno()).st_size
             version = npy.read_magic(fh)
             reader = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
             shape, fortran, dtype = reader(fh, max_header_size=10000)

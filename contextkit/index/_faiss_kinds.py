@@ -36,15 +36,20 @@ import hashlib
 import io
 import os
 import tempfile
+import threading
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
 
+from contextkit.core.errors import IndexCorruptError
+from contextkit.index._safe_files import opened, require_regular
+
 __all__ = ["DELTA_FILES", "DELTA_MAX", "DELTA_SHARE", "EXACT_FILTER_MAX", "EXACT_FILTER_SHARE", "IVFPQ_FILES",
            "IVFPQ_TRAIN_FROM", "RefinedIVFPQ", "SkippingIndex", "build_ivfpq", "default_nlist", "default_pq_m",
-           "filtered_params", "ivf_nprobe", "load_delta", "open_ivfpq", "search_faiss"]
+           "filtered_params", "ids_problem", "structure_problem", "ivf_nprobe", "list_ids", "load_delta", "open_ivfpq", "read_faiss",
+           "search_faiss"]
 
 #: ``ivfpq`` stays exact (flat) below this many vectors: k-means wants ~39 points per list
 #: and each 8-bit PQ codebook 256 x 39 = 9,984 (FAISS warns below that).
@@ -233,6 +238,7 @@ class RefinedIVFPQ:
         self.delta: Any = None  # IndexIDMap2(IndexFlatIP): vectors added since the build, or None
         self.deleted = np.zeros(0, dtype=np.int64)  # the build's rowids removed since, ascending
         self._skip: tuple[Any, Any] | None = None
+        self.source: Path | str = "vectors.faiss"  # the file it was read from (what an error names)
 
     @property
     def ntotal(self) -> int:
@@ -253,7 +259,7 @@ class RefinedIVFPQ:
         import faiss
 
         new = RefinedIVFPQ(self.index, self.raw, self.ids, self.nprobe, self.refine, self.raw_sha256, self.raw_path)
-        new._owner = self._owner
+        new._owner, new.source = self._owner, self.source
         new.deleted = np.ascontiguousarray(deleted, dtype=np.int64)
         if len(ids):
             new.delta = faiss.IndexIDMap2(faiss.IndexFlatIP(self.d))
@@ -322,6 +328,9 @@ class RefinedIVFPQ:
             row = row[row >= 0]
             if not len(row):
                 continue
+            if unknown_candidates(self.ids, row):  # an IVF list id vectors.ids.npy lacks: a crafted file
+                raise IndexCorruptError(f"{self.source}: an IVF-PQ list holds a rowid that vectors.ids.npy lacks "
+                                        "(crafted or damaged); `contextkit repair` rebuilds both", file="vectors.faiss")
             pos = np.searchsorted(self.ids, row)
             order = np.argsort(pos)  # read the memory map in file order
             vecs = np.empty((len(pos), self.d), dtype=np.float32)
@@ -346,6 +355,8 @@ def load_delta(built: RefinedIVFPQ, folder: Path, paths: dict[str, Path] | None 
     """The saved build with its saved changes (:data:`DELTA_FILES`); ``ValueError`` when they do not fit it.
 
     ``paths``: where each of those files is (a generation names its own); by default in ``folder``."""
+    for name in DELTA_FILES:
+        require_regular((paths or {}).get(name, folder / name))
     vectors, ids, deleted = (np.load((paths or {}).get(name, folder / name), allow_pickle=False)
                              for name in DELTA_FILES)
     if vectors.ndim != 2 or vectors.shape != (len(ids), built.d) or ids.ndim != 1 or deleted.ndim != 1:
@@ -356,17 +367,43 @@ def load_delta(built: RefinedIVFPQ, folder: Path, paths: dict[str, Path] | None 
     return built.with_changes(vectors, ids, deleted)
 
 
+_READ_LOCK = threading.Lock()
+
+
+def read_faiss(path: Path, flags: int = 0) -> Any:
+    """``faiss.read_index`` of a regular file (a link, FIFO or device: ``IndexCorruptError``), no array in it
+    larger than the file itself. Why: FAISS allocates each array by the size its file claims (up to 1 TiB by
+    default) before reading it, so a crafted count of a few bytes made it zero-fill gigabytes. An IVF-PQ
+    file also gets the table FAISS computes on reading it (at most ``precomputed_table_max_bytes``, 2 GiB).
+    The limit is process-wide in FAISS, so reads take turns while it is lowered (an open, a refresh)."""
+    import faiss
+
+    with opened(path) as fh:
+        size = os.fstat(fh.fileno()).st_size
+        table_max = getattr(faiss.cvar, "precomputed_table_max_bytes", 1 << 31)  # (not in faiss's stubs)
+        computed = int(table_max) if fh.read(4) in (b"IwPQ", b"IvPQ") else 0
+    with _READ_LOCK:
+        before = faiss.get_deserialization_vector_byte_limit()
+        faiss.set_deserialization_vector_byte_limit(2 * size + (1 << 20) + computed)
+        try:
+            return faiss.read_index(str(path), flags)
+        finally:
+            faiss.set_deserialization_vector_byte_limit(before)
+
+
 def open_ivfpq(folder: Path, nprobe: int, refine: int, paths: dict[str, Path] | None = None) -> RefinedIVFPQ:
     """The saved index: IVF lists memory-mapped from ``vectors.faiss``, both ``.npy`` files mapped."""
     import faiss
 
     where = paths or {}
-    ivf = faiss.read_index(str(where.get("vectors.faiss", folder / "vectors.faiss")),
-                           faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
+    for name in IVFPQ_FILES:  # numpy maps them by name: links and FIFOs refused first
+        require_regular(where.get(name, folder / name))
+    ivf = read_faiss(where.get("vectors.faiss", folder / "vectors.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
     raw = np.load(where.get(IVFPQ_FILES[0], folder / IVFPQ_FILES[0]), mmap_mode="r", allow_pickle=False)
     ids = np.load(where.get(IVFPQ_FILES[1], folder / IVFPQ_FILES[1]), mmap_mode="r", allow_pickle=False)
     found = RefinedIVFPQ(faiss.downcast_index(ivf), raw, ids, nprobe, refine)
     found._owner = ivf  # the downcast view does not own the C++ index: keep its owner alive
+    found.source = where.get("vectors.faiss", folder / "vectors.faiss")
     return found
 
 
@@ -455,3 +492,127 @@ def _train(batches: Iterable[tuple[np.ndarray, np.ndarray]], n: int, dim: int, n
     ivf.cp.seed = ivf.pq.cp.seed = 1234  # the same vectors train the same index
     ivf.train(sample)
     return ivf
+
+
+# ---------------------------------------------------------------- ids of a file read from elsewhere
+def ids_problem(index: Any, max_rowid: int) -> str | None:
+    """What is wrong with the ids and links a FAISS structure read from disk holds, for every kind, or None.
+
+    Why: FAISS trusts its files. An ``IndexIDMap`` over IVF looks up ``id_map[label]`` for each label its
+    lists hold, an HNSW search follows every neighbour id of its graph, and an IVF-PQ list's ids are
+    rowids looked up in ``vectors.ids.npy``: an id out of range there reads memory past an array
+    (a crash, or another chunk served). So each id is checked against what it must index: rowids
+    unique and between 1 and the store's largest (``max_rowid``), IVF list ids and graph links within
+    the structure. Cost: one pass over the ids and links (the file was just read whole), except for
+    IVF-PQ, whose lists stay mapped: only ``vectors.ids.npy``'s ends here, each candidate at query time."""
+    if isinstance(index, RefinedIVFPQ):
+        return _refined_problem(index, max_rowid)
+    if isinstance(index, SkippingIndex):
+        return _idmap_problem(index.idmap, max_rowid) or _rowids_problem(index.deleted, max_rowid, "skipped rowids")
+    if hasattr(index, "id_map"):
+        return _idmap_problem(index, max_rowid)
+    return None
+
+
+def structure_problem(index: Any) -> str | None:
+    """What is wrong inside an id map read from disk (its IVF lists' ids, its HNSW graph's links), or None;
+    the rowids themselves are the caller's to compare (``verify`` with every row of the store)."""
+    import faiss
+
+    if not hasattr(index, "id_map"):
+        return None
+    return _inner_problem(faiss.downcast_index(index.index), len(faiss.vector_to_array(index.id_map)))
+
+
+def _rowids_problem(ids: np.ndarray, max_rowid: int, what: str) -> str | None:
+    """Rowids out of the store's range, or listed twice. Ascending ids (what a build or an ingest adds) are
+    checked in one pass; only ids out of order are sorted."""
+    if not len(ids):
+        return None
+    ascending = len(ids) == 1 or bool(np.all(ids[1:] > ids[:-1]))
+    low, high = (int(ids[0]), int(ids[-1])) if ascending else (int(ids.min()), int(ids.max()))
+    if low < 1 or high > max_rowid:
+        return f"{what} run from {low} to {high}, the store's rowids from 1 to {max_rowid}"
+    if not ascending and len(np.unique(ids)) != len(ids):
+        return f"a rowid is listed twice in the {what}"
+    return None
+
+
+def _idmap_problem(idmap: Any, max_rowid: int) -> str | None:
+    import faiss
+
+    ids = faiss.vector_to_array(idmap.id_map)
+    if len(ids) != int(idmap.ntotal):
+        return f"{len(ids)} ids for {int(idmap.ntotal)} vectors"
+    inner = faiss.downcast_index(idmap.index)
+    return _rowids_problem(ids, max_rowid, "FAISS ids") or _inner_problem(inner, len(ids))
+
+
+def _inner_problem(inner: Any, n: int) -> str | None:
+    """The structure inside an id map: its vector count, an IVF's list ids, an HNSW graph's links."""
+    import faiss
+
+    if int(inner.ntotal) != n:
+        return f"{int(inner.ntotal)} vectors inside, {n} ids outside"
+    if isinstance(inner, faiss.IndexIVF):
+        listed = list_ids(inner)
+        if len(listed) != n or (n and (int(listed.min()) < 0 or int(listed.max()) >= n)):
+            return f"its IVF lists hold {len(listed)} ids, not each of the positions 0 to {n - 1} once"
+        seen = np.zeros(n, dtype=bool)
+        seen[listed] = True  # n ids within 0..n-1: each once exactly when every position is seen
+        if not seen.all():
+            return "its IVF lists hold a position twice"
+    if isinstance(inner, faiss.IndexHNSW):
+        return _graph_problem(inner.hnsw, n)
+    return None
+
+
+def list_ids(ivf: Any) -> np.ndarray:
+    """Every id an IVF's inverted lists hold (one pass over the lists, nothing copied but the ids)."""
+    import faiss
+
+    lists = ivf.invlists
+    parts = []
+    for lst in range(int(ivf.nlist)):
+        size = int(lists.list_size(lst))
+        if size:
+            parts.append(faiss.rev_swig_ptr(lists.get_ids(lst), size).copy())
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _graph_problem(hnsw: Any, n: int) -> str | None:
+    """An HNSW graph whose links, levels or offsets point outside it (a search would follow them)."""
+    import faiss
+
+    def view(vec: Any) -> np.ndarray:
+        return faiss.rev_swig_ptr(vec.data(), vec.size()) if vec.size() else np.zeros(0, dtype=np.int64)
+
+    neighbors, offsets, levels = view(hnsw.neighbors), view(hnsw.offsets), view(hnsw.levels)
+    cum = faiss.vector_to_array(hnsw.cum_nneighbor_per_level)
+    if len(levels) != n or len(offsets) != n + 1 or (n and (int(levels.min()) < 1 or int(levels.max()) >= len(cum))):
+        return "its HNSW levels do not fit the graph"
+    if offsets[0] != 0 or int(offsets[-1]) != len(neighbors) or \
+            (n and not np.array_equal(np.diff(offsets.astype(np.int64)), cum[levels])):
+        return "its HNSW link offsets do not fit the graph"
+    if len(neighbors) and (int(neighbors.min()) < -1 or int(neighbors.max()) >= n):
+        return "an HNSW link points outside the graph"
+    entry, top = int(hnsw.entry_point), int(hnsw.max_level)
+    if n and (not 0 <= entry < n or top != int(levels[entry]) - 1):
+        return "its HNSW entry point is outside the graph"
+    return None
+
+
+def _refined_problem(f: RefinedIVFPQ, max_rowid: int) -> str | None:
+    """IVF-PQ: ``vectors.ids.npy`` ascending within the store's rowids (its ends; the lists at query time)."""
+    if len(f.ids) and (int(f.ids[0]) < 1 or int(f.ids[-1]) > max_rowid or
+                       (len(f.ids) > 1 and int(f.ids[0]) >= int(f.ids[-1]))):
+        return f"vectors.ids.npy runs from {int(f.ids[0])} to {int(f.ids[-1])}, the store's rowids from 1 to {max_rowid}"
+    if f.delta is not None:
+        return _idmap_problem(f.delta, max_rowid)
+    return _rowids_problem(f.deleted, max_rowid, "removed rowids")
+
+
+def unknown_candidates(ids: np.ndarray, rows: np.ndarray) -> bool:
+    """Whether IVF-PQ candidates ``rows`` hold a rowid that ``ids`` (``vectors.ids.npy``, ascending) lacks."""
+    pos = np.searchsorted(ids, rows)
+    return bool(np.any(pos >= len(ids)) or np.any(ids[np.minimum(pos, len(ids) - 1)] != rows))

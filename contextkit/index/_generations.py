@@ -34,9 +34,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contextkit.core.errors import IndexCorruptError, IndexFolderError
+from contextkit.index._safe_files import not_regular, open_regular, opened
 
 __all__ = ["GenerationFiles", "Lease", "collect_generations", "generation_manifest", "lease_current",
-           "read_manifest_bytes", "writer_active"]
+           "irregular_files", "read_manifest_bytes", "writer_active"]
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +58,9 @@ def generation_manifest(generation: int) -> str:
 
 
 def read_manifest_bytes(path: Path) -> bytes:
-    """``manifest.json``'s bytes, refusing a file too large to be one (a crafted folder)."""
-    with open(path, "rb") as fh:
+    """``manifest.json``'s bytes, refusing a file too large to be one, or not a regular file (a crafted folder:
+    a FIFO would make the read wait forever, a link to ``/dev/zero`` would never end)."""
+    with opened(path) as fh:
         data = fh.read(MAX_MANIFEST_BYTES + 1)
     if len(data) > MAX_MANIFEST_BYTES:
         raise IndexCorruptError(f"{path}: over {MAX_MANIFEST_BYTES >> 20} MiB, not a manifest; `contextkit repair "
@@ -68,10 +70,12 @@ def read_manifest_bytes(path: Path) -> bytes:
 
 def writer_active(folder: Path) -> bool:
     """Whether a writer holds ``folder/.lock`` now (a probe by a brief exclusive lock, which needs no write
-    permission; a writer starting at that instant retries its lock for a moment, see ``Index._lock``)."""
+    permission; a writer starting at that instant retries its lock for a moment, see ``Index._lock``).
+    A ``.lock`` that is not a regular file is held by no writer (a writer refuses it): False, and
+    :func:`lock_problem` says why."""
     try:
-        fd = os.open(folder / ".lock", os.O_RDONLY)
-    except OSError:
+        fd = open_regular(folder / ".lock")
+    except (OSError, IndexCorruptError):
         return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -80,6 +84,26 @@ def writer_active(folder: Path) -> bool:
     finally:
         os.close(fd)  # closing releases the lock if we took it
     return False
+
+
+def irregular_files(folder: Path) -> list[tuple[str, str]]:
+    """``(name, why)`` of each file of the index in ``folder`` that is not a plain file (a link, FIFO, device),
+    and each BM25 folder that is not a plain folder or holds such a file: what ``verify`` reports. Why: every
+    reader refuses them, but a report should name them all, not the first one a read meets. Costs a
+    listing of the folder and of each BM25 folder."""
+    found: list[tuple[str, str]] = []
+    for entry in sorted(os.listdir(folder)):
+        ours = entry in (".lock", "manifest.json") or entry.startswith("store.sqlite") or \
+            _GENERATION_NAME.match(entry) is not None or entry in LEGACY_NAMES
+        if not ours:
+            continue
+        path = folder / entry
+        if entry.startswith("bm25") and path.is_dir() and not path.is_symlink():
+            found += [(f"{entry}/{name}", why) for name in sorted(os.listdir(path))
+                      if (why := not_regular(path / name)) is not None]
+        elif (why := not_regular(path)) is not None:
+            found.append((entry, why))
+    return found
 
 
 @dataclass
@@ -116,8 +140,8 @@ def lease_current(folder: Path) -> Lease:
             return Lease(None, data)  # unreadable: the caller's parse names the problem
         if not files:
             return Lease(None, data)  # the older layout: one set of files, read as it is
-        try:
-            fd = os.open(folder / generation_manifest(gen), os.O_RDONLY)
+        try:  # a FIFO here would block the open; a link may point anywhere: refused (IndexCorruptError)
+            fd = open_regular(folder / generation_manifest(gen))
         except FileNotFoundError:
             if read_manifest_bytes(pointer) == data:  # no lease file for what it names (restored by hand):
                 return Lease(None, data)  # read it as it is
@@ -151,8 +175,8 @@ def _held_generation(folder: Path, name: str) -> tuple[int | None, GenerationFil
     from contextkit.index._manifest import IndexManifest
 
     try:
-        fd = os.open(folder / name, os.O_RDONLY)
-    except FileNotFoundError:
+        fd = open_regular(folder / name)
+    except (FileNotFoundError, IndexCorruptError):  # gone, or not a file we wrote: left as it is
         return None, None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -102,6 +102,7 @@ from contextkit.index._manifest import (
     now,
     stored_chunks,
 )
+from contextkit.index._safe_files import open_regular
 from contextkit.index._snapshot import (
     Snapshot,
     SnapshotReader,
@@ -195,7 +196,7 @@ class Index(SnapshotReader):
         folder = Path(path).resolve() if read_only else Path(path)
         folder_id = folder_identity(folder) if read_only else None  # before anything in it is read
         manifest_path = folder / "manifest.json"
-        if not manifest_path.is_file():
+        if not os.path.lexists(manifest_path):  # (a FIFO or link there is refused by name when read)
             if stored_chunks(folder / "store.sqlite"):
                 raise IndexCorruptError(f"{folder}: manifest.json is missing but store.sqlite holds chunks; "
                                         f"`contextkit repair --index {folder}` restores it", file="manifest.json")
@@ -290,7 +291,7 @@ class Index(SnapshotReader):
     def _lock(self) -> None:
         """Take ``.lock`` (exclusive). Retried for a moment: readers probe it by a brief lock of their own."""
         try:
-            fd = os.open(self.path / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_regular(self.path / ".lock", os.O_RDWR | os.O_CREAT)  # a FIFO or link there: refused
         except OSError as exc:
             if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):
                 raise IndexReadOnlyError(
@@ -641,6 +642,7 @@ class Index(SnapshotReader):
             return [[] for _ in queries]
         distances, ids = search_faiss(faiss_index, queries, min(k, len(self)))
         found = self.store.chunks_by_rowid({int(i) for i in ids.ravel() if i >= 0})
+        self._vectors.check_found(ids, found)  # an id with no row: a crafted FAISS file, not served silently
         return [
             [ScoredChunk(found[int(i)], float(d)) for d, i in zip(row_d, row_i) if i >= 0 and int(i) in found]
             for row_d, row_i in zip(distances, ids)

@@ -149,7 +149,7 @@ def check_store_file(folder: Path) -> None:
     path = folder / "store.sqlite"
     lost = ("it is the index's source of truth (chunks, texts, vectors) and cannot be rebuilt: restore it from a "
             "backup or re-ingest into a new index")
-    if not path.is_file():
+    if not os.path.lexists(path):  # a link to a device is no store: sqlite_header_problem says what it is
         raise IndexCorruptError(f"{path}: missing; {lost}", file="store.sqlite")
     problem = sqlite_header_problem(path)
     if problem:

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["counts_differ", "faiss_rows_differ", "text_hash_mismatches"]
+__all__ = ["counts_differ", "faiss_rows_differ", "ivf_lists_differ", "text_hash_mismatches"]
 
 
 def faiss_rows_differ(index: Any, db: sqlite3.Connection, dim: int, searched: np.ndarray | None = None) -> str | None:
@@ -48,6 +48,20 @@ def faiss_rows_differ(index: Any, db: sqlite3.Connection, dim: int, searched: np
                 np.frombuffer(blob, dtype=np.float32), held[pos], atol=1e-5):
             bad += 1
     return f"{bad} of {len(order)} FAISS ids hold another row's vector (ids permuted or vectors changed)" if bad else None
+
+
+def ivf_lists_differ(index: Any, ids: np.ndarray) -> str | None:
+    """Whether an IVF-PQ build's lists hold other rowids than ``vectors.ids.npy`` (``ids``, sorted) says; None
+    when they are the same. Why: each candidate a list gives is looked up in ``ids``; a list id missing there
+    was served as another chunk's row (or read past the float16 file)."""
+    import faiss
+
+    from contextkit.index._faiss_kinds import list_ids
+
+    listed = np.sort(list_ids(faiss.extract_index_ivf(index)))
+    if np.array_equal(listed, ids):
+        return None
+    return f"its IVF lists hold {len(listed)} rowids, not the {len(ids)} of vectors.ids.npy"
 
 
 def text_hash_mismatches(db: sqlite3.Connection) -> tuple[int, list[str]]:

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.core.errors import StoreCorruptError, StoreWriteError
+from contextkit.core.errors import InvalidArgumentError, StoreCorruptError, StoreWriteError
 from contextkit.core.records import Chunk
+from contextkit.index import _schema
 from contextkit.index._manifest import ReadOnlyOpener, StoreStamp, immutable_readers
 
 SCHEMA = """
@@ -58,22 +59,15 @@ CREATE TABLE IF NOT EXISTS retired_chunks (
 );
 CREATE INDEX IF NOT EXISTS retired_chunks_gen ON retired_chunks(last_gen);
 """
-#: The schema objects we create (``sqlite_master`` type and name); a store holding others was not made by us.
-SCHEMA_OBJECTS = frozenset({("table", "meta"), ("table", "files"), ("table", "documents"), ("table", "chunks"),
-                            ("table", "vectors"), ("table", "retired_chunks"), ("table", "sqlite_sequence"),
-                            ("index", "documents_file"), ("index", "chunks_doc"), ("index", "retired_chunks_gen")})
 
 
-def schema_problem(db: sqlite3.Connection) -> str | None:
-    """Objects in the store that contextkit does not create (a trigger, a view, another table), or None.
+def schema_problem(db: sqlite3.Connection, require_all: bool = True) -> str | None:
+    """What in the store's schema contextkit does not create, compared in full (see :mod:`._schema`), or None.
 
-    Why: an index folder from elsewhere is untrusted, and a planted ``TRIGGER`` would run its SQL at
-    our next insert; such a store is refused before any statement of ours touches its tables."""
-    rows = db.execute("SELECT type, name FROM sqlite_master").fetchall()
-    extra = sorted(f"{kind} {name!r}" for kind, name in rows if (kind, name) not in SCHEMA_OBJECTS
-                   and not (kind == "index" and str(name).startswith("sqlite_autoindex_"))
-                   and not (kind == "table" and name in ("sqlite_stat1", "sqlite_stat4")))
-    return ", ".join(extra[:5]) + (f" and {len(extra) - 5} more" if len(extra) > 5 else "") if extra else None
+    Why: an index folder from elsewhere is untrusted; a planted ``TRIGGER`` would run its SQL at our next
+    insert, a generated column or an expression index at every read: refused before any statement of
+    ours touches its tables."""
+    return _schema.schema_problem(db, SCHEMA, require_all)
 
 
 def text_sha(header: str, text: str) -> str:
@@ -108,6 +102,11 @@ def _error_name(exc: sqlite3.Error) -> str:
 def translate_error(exc: sqlite3.Error, path: Path) -> Exception | None:
     """The index error that ``exc`` (raised by SQLite on ``path``) stands for, or None to keep it as is."""
     name = _error_name(exc)
+    if "malformed json" in str(exc).lower():  # json_each over a crafted metadata value
+        err0 = StoreCorruptError(f"{path}: a metadata value is not JSON (crafted or damaged); `contextkit verify "
+                                 f"--index {path.parent}` counts them; re-ingest into a new index", file=path.name)
+        err0.sqlite_errorname = name
+        return err0
     if "could not decode to utf-8" in str(exc).lower():  # a text whose bytes were damaged
         column = str(exc).split("column ")[-1].split(" ")[0] if "column " in str(exc) else "a text column"
         err: sqlite3.DatabaseError = StoreCorruptError(
@@ -212,18 +211,50 @@ class _Connection(sqlite3.Connection):
 _CHUNK_COLS = "rowid, id, doc_id, ordinal, start, end, tokens, total_tokens, header, text, metadata"
 
 
+_INT_FIELDS, _TEXT_FIELDS = (0, 3, 4, 5, 6, 7), (1, 2, 8, 9, 10)
+
+
 def _row_to_chunk(row: Sequence[Any], path: Path | None = None) -> tuple[int, Chunk]:
+    """A chunk row as a :class:`Chunk`, its values checked first: a crafted store's row of the wrong types,
+    metadata that is not a JSON object or offsets its text cannot have is a one-line ``StoreCorruptError``."""
     rowid, cid, doc_id, ordinal, start, end, tokens, total, header, text, meta = row[:11]
+    if not all(type(row[i]) is int for i in _INT_FIELDS) or not all(type(row[i]) is str for i in _TEXT_FIELDS):
+        raise _bad_row(path, cid, "values of the wrong type (a number stored as text, or the reverse)")
     if len(row) > 11 and row[11] is not None and row[11] != text_sha(header, text):
         raise StoreCorruptError(
             f"{path}: chunk {cid!r} (of {doc_id!r}) no longer matches its hash: its text was damaged or changed "
             f"outside contextkit; `contextkit verify --index {path.parent if path else '.'}` lists every such "
             "chunk; re-ingest its file", file="store.sqlite")
-    chunk = Chunk(
-        id=cid, doc_id=doc_id, ordinal=ordinal, text=text, start=start, end=end,
-        token_count=tokens, header=header, total_tokens=total, metadata=json.loads(meta),
-    )
+    try:
+        metadata = json.loads(meta)
+    except (ValueError, RecursionError) as exc:
+        raise _bad_row(path, cid, f"its metadata is not JSON ({_first_line(exc)})") from None
+    if not isinstance(metadata, dict):
+        raise _bad_row(path, cid, "its metadata is not a JSON object")
+    try:
+        chunk = Chunk(id=cid, doc_id=doc_id, ordinal=ordinal, text=text, start=start, end=end,
+                      token_count=tokens, header=header, total_tokens=total, metadata=metadata)
+    except (ValueError, InvalidArgumentError) as exc:
+        raise _bad_row(path, cid, _first_line(exc)) from None
     return rowid, chunk
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+
+
+def _bad_row(path: Path | None, cid: object, why: str) -> StoreCorruptError:
+    where = path if path is not None else Path("store.sqlite")
+    return StoreCorruptError(f"{where}: chunk {str(cid)[:80]!r}: {why} (crafted or damaged); `contextkit verify "
+                             f"--index {where.parent}` checks every row; re-ingest into a new index", file="store.sqlite")
+
+
+def _vectors_of(blobs: Sequence[Any], dim: int, path: Path) -> np.ndarray:
+    """Stored vector blobs as a ``(n, dim)`` float32 array; a blob of another size is ``StoreCorruptError``."""
+    if any(type(b) is not bytes or len(b) != 4 * dim for b in blobs):
+        raise StoreCorruptError(f"{path}: a stored vector is not {4 * dim} bytes ({dim} float32 values): crafted or "
+                                f"damaged; `contextkit verify --index {path.parent}` counts them", file=path.name)
+    return np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(blobs), dim)
 
 
 @contextmanager
@@ -259,11 +290,11 @@ class RecordStore:
         self._all: list[tuple[threading.Thread, sqlite3.Connection, StoreStamp | None]] = []
         self._lock = threading.Lock()
         self._opener = ReadOnlyOpener(path)  # a reader's connections (immutable ones are guarded and followed)
-        problem = schema_problem(self.db)
+        problem = schema_problem(self.db, require_all=read_only)
         if problem:
             self.close()
             raise StoreCorruptError(
-                f"{path}: holds {problem}, which contextkit does not create: refused (SQL planted in an index "
+                f"{path}: its schema is not the one contextkit creates ({problem}): refused (SQL planted in an index "
                 "folder from elsewhere would run here); re-ingest the documents into a new index", file=path.name)
         if not read_only:
             self.db.executescript(SCHEMA)
@@ -377,7 +408,9 @@ class RecordStore:
         self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
 
     def generation(self) -> int:
-        return int(self.get_meta("generation", "0") or 0)
+        """The store's generation (a crafted value that is not a whole number: ``StoreCorruptError``)."""
+        row = self.db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+        return _schema.parse_generation(row[0], self.path) if row else 0
 
     def bump_generation(self) -> int:
         gen = self.generation() + 1
@@ -507,6 +540,13 @@ class RecordStore:
             removed += rowids
         return removed
 
+    def max_rowid(self) -> int:
+        """The largest chunk rowid the store has given (``AUTOINCREMENT``: never reused), 0 for none. Why: a
+        FAISS file read from elsewhere may hold ids past it, which no chunk can have (two index lookups)."""
+        seq = self.db.execute("SELECT seq FROM sqlite_sequence WHERE name = 'chunks'").fetchone()
+        top = self.db.execute("SELECT MAX(rowid) FROM chunks").fetchone()
+        return max([v for v in (seq and seq[0], top and top[0]) if type(v) is int] or [0])
+
     def chunk_doc_ids(self) -> dict[int, str]:
         """``{rowid: doc_id}`` of every live chunk: how a search hit maps to its document (evaluation)."""
         return dict(self.db.execute("SELECT rowid, doc_id FROM chunks"))
@@ -534,7 +574,7 @@ class RecordStore:
 
     def chunks_of(self, doc_id: str) -> list[Chunk]:
         rows = self.db.execute(f"SELECT {_CHUNK_COLS} FROM chunks WHERE doc_id = ? ORDER BY ordinal", (doc_id,))
-        return [_row_to_chunk(r)[1] for r in rows]
+        return [_row_to_chunk(r, self.path)[1] for r in rows]
 
     def iter_chunk_vectors(self, batch: int = 4096, after: int = -1) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """``(rowids, vectors)`` of every chunk (with a rowid above ``after``), in batches: what a FAISS rebuild reads."""
@@ -544,8 +584,7 @@ class RecordStore:
         )
         while rows := cur.fetchmany(batch):
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
-            vecs = np.frombuffer(b"".join(r[1] for r in rows), dtype=np.float32).reshape(len(rows), self.dim)
-            yield ids, vecs
+            yield ids, _vectors_of([r[1] for r in rows], self.dim, self.path)
 
     def iter_chunk_texts(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, list[str]]]:
         """``(rowids, header + text)`` of every chunk, in batches: what a BM25 rebuild reads."""
@@ -567,7 +606,7 @@ class RecordStore:
                 found.update(self.db.execute(sql, part))
         if not ids:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.frombuffer(b"".join(found[i] for i in ids), dtype=np.float32).reshape(len(ids), self.dim)
+        return _vectors_of([found[i] for i in ids], self.dim, self.path)
 
     def chunk_rows(self, retired: bool) -> str:
         """The table to read chunk rows from: ``chunks``, or with ``retired`` also the retired rows (a reader
@@ -592,7 +631,7 @@ class RecordStore:
         uniq = list(dict.fromkeys(keys))
         for part, marks in _in_batches(uniq):
             for key, blob in self.db.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", part):
-                out[key] = np.frombuffer(blob, dtype=np.float32)
+                out[key] = _vectors_of([blob], self.dim, self.path)[0]
         return out
 
     def put_vectors(self, items: dict[str, np.ndarray]) -> None:

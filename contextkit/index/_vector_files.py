@@ -11,12 +11,11 @@ structures themselves are in :mod:`._faiss_kinds`.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +23,7 @@ import numpy as np
 
 from contextkit.core.atomic import atomic_file
 from contextkit.core.errors import IndexCorruptError, IndexMismatchError
+from contextkit.index._bm25_files import read_meta
 from contextkit.index._checksums import (
     FileSum,
     check_file,
@@ -45,9 +45,11 @@ from contextkit.index._faiss_kinds import (
     default_nlist,
     default_pq_m,
     filtered_params,
+    ids_problem,
     ivf_nprobe,
     load_delta,
     open_ivfpq,
+    read_faiss,
     search_faiss,
 )
 from contextkit.index._manifest import IndexManifest
@@ -236,8 +238,6 @@ class VectorFiles:
 
     def _read(self) -> Any:
         """The structure the files describe (ivfpq: mapped, with its changes since the build)."""
-        import faiss
-
         file = self.file("vectors.faiss")
         sums = self.manifest.checksums
         paths = {name: self.file(name) for name in ("vectors.faiss", *IVFPQ_FILES, *DELTA_FILES)}
@@ -246,7 +246,7 @@ class VectorFiles:
                 built = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine, paths)
                 self._check_ivfpq_files(built)
                 return load_delta(built, self.path, paths) if all(name in sums for name in DELTA_FILES) else built
-            index = faiss.read_index(str(file))
+            index = read_faiss(file)  # a regular file only, no array larger than the file
             if DELTA_FILES[2] in sums:  # hnsw: rowids skipped since its build
                 return SkippingIndex(index, np.load(paths[DELTA_FILES[2]], allow_pickle=False))
             return index
@@ -269,6 +269,18 @@ class VectorFiles:
             )
         if self.faiss.d != self.manifest.dim:
             raise IndexMismatchError(f"{self.path}: FAISS dimension {self.faiss.d} != manifest {self.manifest.dim}")
+        if problem := ids_problem(self.faiss, self.store.max_rowid()):
+            raise IndexCorruptError(f"{self.file('vectors.faiss')}: {problem} (crafted or damaged); `contextkit repair "
+                                    f"--index {self.path}` rebuilds it from the store", file="vectors.faiss")
+
+    def check_found(self, ids: np.ndarray, found: Collection[int]) -> None:
+        """Every id a search returned has its chunk row (live, or retired for this generation's readers); an
+        id without one means the FAISS file is not the store's (crafted or damaged): refused, not dropped."""
+        lost = sorted({int(i) for i in np.asarray(ids).ravel() if i >= 0} - set(found))
+        if lost:
+            raise IndexCorruptError(
+                f"{self.file('vectors.faiss')}: returned rowid {lost[0]}, which the records store does not hold "
+                f"(crafted or damaged); `contextkit repair --index {self.path}` rebuilds it", file="vectors.faiss")
 
     def _stored_chunk_count(self, saved_generation: int | None) -> int:
         """Chunks of this generation: the store's count when it is at this generation, else (a reader of a
@@ -301,7 +313,7 @@ class VectorFiles:
         if not bm25_sums:
             return
         try:
-            meta_gen = json.loads(self.file("bm25/meta.json").read_text())["generation"]
+            meta_gen = read_meta(self.file("bm25"))["generation"]  # a FIFO or link: IndexCorruptError
         except (OSError, ValueError, KeyError, TypeError):
             meta_gen = self.manifest.generation
         if meta_gen != self.manifest.generation:

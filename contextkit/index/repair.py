@@ -13,6 +13,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from contextkit.index._disk import LEFTOVERS
+from contextkit.index._generations import read_manifest_bytes
 from contextkit.index._index import Index
 from contextkit.index._manifest import IndexManifest, connect_ro, settings_copy
 from contextkit.index.verify import VerifyReport, verify_index
@@ -94,7 +95,7 @@ def _manifest_to_use(folder: Path, report: RepairReport) -> tuple[IndexManifest,
     manifest_path = folder / "manifest.json"
     problem = next((c for c in report.before.problems if c.file == "manifest.json"), None)
     if problem is None or problem.status not in ("missing", "corrupt", "mismatch"):
-        return IndexManifest.model_validate_json(manifest_path.read_bytes()), ""
+        return IndexManifest.model_validate_json(read_manifest_bytes(manifest_path)), ""
     db = connect_ro(folder / "store.sqlite")
     try:
         copy = settings_copy(db)
@@ -105,7 +106,7 @@ def _manifest_to_use(folder: Path, report: RepairReport) -> tuple[IndexManifest,
                                            detail="the store holds no copy of the settings; restore manifest.json"
                                                   " from a backup"))
         return None
-    old = IndexManifest.model_validate_json(manifest_path.read_bytes()) if problem.status == "mismatch" else None
+    old = IndexManifest.model_validate_json(read_manifest_bytes(manifest_path)) if problem.status == "mismatch" else None
     manifest = IndexManifest(**{**(old.model_dump() if old else {}), **copy, "generation": -1, "checksums": {}})
     return manifest, "restored from the store's copy of the settings"
 

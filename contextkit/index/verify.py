@@ -60,7 +60,6 @@ pays that rebuild until the next write or ``repair``).
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from dataclasses import dataclass
@@ -73,10 +72,11 @@ from pydantic import BaseModel, Field
 from contextkit.core.errors import IndexFolderError
 from contextkit.index._bm25 import BM25Index
 from contextkit.index._bm25_check import bm25_differs
+from contextkit.index._bm25_files import read_meta
 from contextkit.index._checksums import check_file, sqlite_header_problem
 from contextkit.index._disk import LEFTOVERS
-from contextkit.index._faiss_kinds import DELTA_FILES
-from contextkit.index._generations import lease_current, read_manifest_bytes, writer_active
+from contextkit.index._faiss_kinds import DELTA_FILES, read_faiss, structure_problem
+from contextkit.index._generations import irregular_files, lease_current, read_manifest_bytes, writer_active
 from contextkit.index._manifest import (
     SETTINGS_FIELDS,
     IndexManifest,
@@ -88,8 +88,10 @@ from contextkit.index._manifest import (
 from contextkit.index._row_checks import (
     counts_differ,
     faiss_rows_differ,
+    ivf_lists_differ,
     text_hash_mismatches,
 )
+from contextkit.index._schema import parse_generation, value_problems
 from contextkit.index._store import schema_problem
 
 __all__ = ["FileCheck", "Status", "VerifyReport", "verify_index"]
@@ -189,6 +191,8 @@ def _verify_once(folder: Path, full: bool) -> VerifyReport:
     busy = writer_active(folder)
     if busy:
         report.add(".lock", "busy", "a writer holds the index: its work in progress is not checked")
+    for name, why in irregular_files(folder):  # a FIFO, device or link where the index keeps a file: never read
+        report.add(name, "corrupt", f"{why}; every open refuses it: remove it by hand", repairable=False)
     if _never_committed(folder, report, busy):
         return report
     lease = None
@@ -241,7 +245,10 @@ def _read_manifest(folder: Path, report: VerifyReport, data: bytes | None) -> In
                    repairable=None)
         return None
     try:
-        manifest = IndexManifest.model_validate_json(data if data is not None else path.read_bytes())
+        manifest = IndexManifest.model_validate_json(data if data is not None else read_manifest_bytes(path))
+    except IndexFolderError as exc:  # a link or FIFO in its place, or too large: never read
+        report.add("manifest.json", "corrupt", str(exc).split(": ", 1)[-1], repairable=None)
+        return None
     except ValueError as exc:
         report.add("manifest.json", "corrupt", f"unreadable ({describe_invalid(exc)})", repairable=None)
         return None
@@ -253,7 +260,7 @@ def _check_store(folder: Path, manifest: IndexManifest | None, full: bool, repor
     """``store.sqlite``: header, integrity pragma, and a vector of the right size for every chunk."""
     path = folder / "store.sqlite"
     store = _Store()
-    if not path.is_file():
+    if not os.path.lexists(path):
         report.add("store.sqlite", "missing", f"no records store; {_UNREPAIRABLE}", repairable=False)
         return store
     if problem := sqlite_header_problem(path):
@@ -292,16 +299,19 @@ def _read_store(store: _Store, manifest: IndexManifest | None, full: bool) -> tu
     db = store.db
     assert db is not None
     pragma = "integrity_check" if full else "quick_check"
+    if planted := schema_problem(db):  # first: the pragma would evaluate a crafted expression index on every row
+        raise sqlite3.DatabaseError(f"holds {planted}, which contextkit does not create: refused by every open "
+                                    "(SQL planted in an index folder from elsewhere)")
     try:
         rows = [r[0] for r in db.execute(f"PRAGMA {pragma}(20)")]
     except sqlite3.DatabaseError as exc:
         rows = [str(exc)]
     if rows != ["ok"]:
         raise sqlite3.DatabaseError(f"PRAGMA {pragma}: " + "; ".join(rows[:5]))
-    if planted := schema_problem(db):
-        raise sqlite3.DatabaseError(f"holds {planted}, which contextkit does not create: refused by every open "
-                                    "(SQL planted in an index folder from elsewhere)")
-    store.generation = int((db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone() or [0])[0])
+    if crafted := value_problems(db):
+        raise sqlite3.DatabaseError(crafted)
+    store.generation = parse_generation((db.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
+                                         or [0])[0], Path("store.sqlite"))
     store.chunks = int(db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0])
     no_vector = int(db.execute("SELECT COUNT(*) FROM chunks c LEFT JOIN vectors v ON v.key = c.vector_key "
                                "WHERE v.key IS NULL").fetchone()[0])
@@ -433,10 +443,9 @@ def _verify_faiss(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chu
 def _faiss_rows(path: Path, db: sqlite3.Connection, dim: int, searched: np.ndarray | None) -> str | None:
     """Each FAISS id a search can return against its own row's vector in the store (flat and HNSW; None
     when all match)."""
-    import faiss
 
     try:
-        return faiss_rows_differ(faiss.read_index(str(path)), db, dim, searched)
+        return faiss_rows_differ(read_faiss(path), db, dim, searched)
     except (RuntimeError, MemoryError) as exc:
         return f"unreadable by FAISS: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
@@ -448,14 +457,18 @@ def _read_faiss(folder: Path, manifest: IndexManifest, full: bool, report: Verif
     Raises ``RuntimeError`` when FAISS cannot read ``vectors.faiss``."""
     import faiss
 
-    index = faiss.read_index(str(folder / manifest.file("vectors.faiss")))
+    index = read_faiss(folder / manifest.file("vectors.faiss"))  # regular files only, arrays within the file
     ids = np.sort(faiss.vector_to_array(index.id_map)) if hasattr(index, "id_map") else None
+    if problem := structure_problem(index):  # IVF list ids, HNSW links: what a search would follow
+        raise RuntimeError(problem)
     ntotal = index.ntotal
     if ids is not None and DELTA_FILES[2] in manifest.checksums:  # hnsw: rowids skipped since its build
         ids = _verify_skipped(folder, manifest, ids, full, report)
         ntotal = len(ids) if ids is not None else ntotal
     if ids is None and "vectors.ids.npy" in manifest.checksums:  # ivfpq: ids beside the IVF file
         ids = _verify_ivfpq_files(folder, manifest, index.ntotal, full, report)
+        if ids is not None and (problem := ivf_lists_differ(index, ids)):
+            raise RuntimeError(problem)
         if ids is not None and all(name in manifest.checksums for name in DELTA_FILES):
             ids = _verify_delta_files(folder, manifest, ids, full, report)
             ntotal = len(ids) if ids is not None else ntotal
@@ -475,8 +488,8 @@ def _verify_bm25(folder: Path, manifest: IndexManifest, rowids: np.ndarray, chun
     if damaged:
         return
     try:
-        meta_gen = json.loads((folder / manifest.file("bm25/meta.json")).read_text())["generation"]
-    except (OSError, ValueError, KeyError) as exc:
+        meta_gen = read_meta(folder / manifest.file("bm25"))["generation"]
+    except (OSError, ValueError, KeyError, IndexFolderError) as exc:
         report.add("bm25/meta.json", "corrupt", f"unreadable ({exc})", repairable=True)
         return
     if meta_gen != store_gen:
