@@ -39,7 +39,7 @@ from contextkit.chunking import TokenChunker
 unit, size = sys.argv[1], int(sys.argv[2])
 chunker = TokenChunker(chunk_size=128, chunk_overlap=16)
 list(chunker.chunk_stream(["A small text to warm up. " * 2000], window_chars=1 << 16))
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+before = int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0])  # KiB; VmHWM starts again at exec, ru_maxrss carries the parent's peak
 block = unit * max(1, (1 << 16) // len(unit))
 blocks = (block for _ in range(size // len(block.encode())))
 n = worst = 0
@@ -47,7 +47,7 @@ for i, chunk in enumerate(chunker.chunk_stream(blocks, window_chars=1 << 16)):
     n += 1
     if i % 31 == 0:
         worst = max(worst, chunker.tokenizer.count(chunk.text))
-grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024
+grown = (int(open("/proc/self/status").read().split("VmHWM:")[1].split()[0]) - before) // 1024
 print(json.dumps({"chunks": n, "worst": worst, "grown_mib": grown}))
 """
 
@@ -93,9 +93,10 @@ def test_a_long_run_is_encoded_in_bounded_parts() -> None:
     """A 4 MiB run of ``=`` is counted under the cap (tiktoken alone needed ~270 MiB and 9 s for it)."""
     code = ("import resource\nfrom contextkit.core.tokenizers import get_tokenizer\n"
             "tok = get_tokenizer('cl100k_base'); tok.count('warm up')\n"
-            "before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+            "hwm = lambda: int(open('/proc/self/status').read().split('VmHWM:')[1].split()[0])\n"
+            "before = hwm()\n"
             "n = tok.count('=' * (4 << 20))\n"
-            "print(n, (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024)")
+            "print(n, (hwm() - before) // 1024)")
     env = {**os.environ, "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                            preexec_fn=_limit, timeout=120)
