@@ -99,8 +99,11 @@ def irregular_files(folder: Path) -> list[tuple[str, str]]:
             continue
         path = folder / entry
         if entry.startswith("bm25") and path.is_dir() and not path.is_symlink():
-            found += [(f"{entry}/{name}", why) for name in sorted(os.listdir(path))
-                      if (why := not_regular(path / name)) is not None]
+            try:
+                names = sorted(os.listdir(path))
+            except FileNotFoundError:  # a writer's save retired this generation since the folder was listed
+                continue
+            found += [(f"{entry}/{name}", why) for name in names if (why := not_regular(path / name)) is not None]
         elif (why := not_regular(path)) is not None:
             found.append((entry, why))
     return found
