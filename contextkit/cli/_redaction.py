@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextkit.cli import _app
+from contextkit.core.errors import ContextkitError
 
 if TYPE_CHECKING:  # pragma: no cover - imported on first use: a run that redacts nothing never loads it
     from contextkit.compressors.redact import PIIRedactor
@@ -82,9 +83,11 @@ def _option_value(argv: list[str], names: tuple[str, ...]) -> str | None:
 
 def _index_redacts(folder: Path) -> bool:
     """Whether the index at ``folder`` was built with ``--redact`` (False when there is none, or it is unreadable)."""
+    from contextkit.index._generations import read_manifest_bytes  # a FIFO or /dev/zero in its place: refused
+
     try:
-        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        manifest = json.loads(read_manifest_bytes(folder / "manifest.json"))
+    except (OSError, ValueError, ContextkitError):
         return False
     return isinstance(manifest, dict) and manifest.get("redact") is True
 

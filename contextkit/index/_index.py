@@ -255,7 +255,9 @@ class Index(SnapshotReader):
 
     @classmethod
     def exists(cls, path: str | Path) -> bool:
-        return (Path(path) / "manifest.json").is_file()
+        """Whether ``path`` holds an index: anything named ``manifest.json`` counts, so that a FIFO or a link
+        in its place is opened (and refused by name), not taken for a new folder and then "already exists"."""
+        return os.path.lexists(Path(path) / "manifest.json")
 
     def close(self) -> None:
         """Save what is not saved yet (unless a write just failed), then release the store and the lock."""

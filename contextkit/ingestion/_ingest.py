@@ -136,7 +136,7 @@ def _nothing_found(paths: Sequence[str | Path], config: IngestConfig, report: In
 
 def _check_index_folder(index_dir: Path) -> None:
     """Refuse to write an index among a user's files: ``index_dir`` is new, empty, or an index."""
-    if not index_dir.exists() or is_index_folder(index_dir) or (index_dir / "manifest.json").is_file():
+    if not index_dir.exists() or is_index_folder(index_dir) or os.path.lexists(index_dir / "manifest.json"):
         return
     if not index_dir.is_dir():
         raise IndexFolderError(f"{index_dir}: not a folder; --index names a folder for the index (e.g. my.ck-index)")

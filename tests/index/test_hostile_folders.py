@@ -175,6 +175,22 @@ class TestNotARegularFile:
         assert search.returncode == 0 and "doc" in search.stdout
 
 
+    @pytest.mark.parametrize("command", ["ingest", "search", "info", "verify", "assemble"])
+    def test_every_command_refuses_a_fifo_manifest_by_name(self, ix, tmp_path, command):
+        """On ee20eec every command with ``--index`` hung: the CLI read ``manifest.json`` whole to learn whether
+        the index redacts; and ``ingest`` took a folder whose manifest is not a plain file for a new one."""
+        (ix / "manifest.json").unlink()
+        os.mkfifo(ix / "manifest.json")
+        docs = tmp_path / "docs"
+        docs.mkdir()
+        (docs / "a.txt").write_text("A plain note.\n")
+        args = {"ingest": [str(docs)], "search": ["note"], "info": [], "verify": ["--json"], "assemble": ["note?", "--budget", "500"]}
+        child = cli(command, *args[command], "--index", str(ix))  # LIMIT_S: a hang fails here
+        assert child.returncode == 1, (child.returncode, child.stdout, child.stderr)
+        said = child.stdout + child.stderr
+        assert "manifest.json" in said and "FIFO" in said, said
+        assert "already exists" not in said and "other files" not in said, said
+
 CHUNKS = ("rowid INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT UNIQUE NOT NULL, doc_id TEXT NOT NULL, "
           "ordinal INTEGER NOT NULL, start INTEGER NOT NULL, end INTEGER NOT NULL, tokens INTEGER NOT NULL, "
           "total_tokens INTEGER NOT NULL, {header}, text TEXT NOT NULL, metadata TEXT NOT NULL, "
