@@ -63,10 +63,11 @@ class TestImportGraph:
         ("contextkit.core.profiles", {"contextkit.core.errors", "contextkit.core.config"}),
         ("contextkit.core.telemetry", set()),
         ("contextkit.core.atomic", set()),
+        ("contextkit.core.files", set()),
         ("contextkit.chunking._cuts", {"contextkit.core.errors", "contextkit.core.tokenizers", "contextkit.core.config"}),
         ("contextkit.embedders.base", {"contextkit.core.options", "contextkit.core.tokenizers"}),
         ("contextkit.index._checksums", {"contextkit.index._safe_files"}),
-        ("contextkit.index._safe_files", {"contextkit.core.errors"}),
+        ("contextkit.index._safe_files", {"contextkit.core.errors", "contextkit.core.files"}),
         ("contextkit.index._schema", {"contextkit.core.errors"}),
         ("contextkit.cli._app", {"contextkit.core.errors"}),
     ])

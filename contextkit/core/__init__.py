@@ -16,6 +16,7 @@ stage owns stays in that stage.
 * :mod:`~contextkit.core.telemetry`: OpenTelemetry spans and metrics, a no-op without
   ``opentelemetry-api`` (ingestion, retrieval, assembly and LLM calls each open spans);
 * :mod:`~contextkit.core.atomic`: the one atomic file writer;
+* :mod:`~contextkit.core.files`: the kind of a file that is not a regular one, in words (loaders and index);
 * :mod:`~contextkit.core.config`, :mod:`~contextkit.core.options`, :mod:`~contextkit.core.settings`:
   ``contextkit.toml`` and the settings base every component's options are declared on;
 * :mod:`~contextkit.core.lazy`: the lazy-export helper of the packages' ``__init__``.

@@ -26,20 +26,9 @@ from io import BufferedReader
 from pathlib import Path
 
 from contextkit.core.errors import IndexCorruptError
+from contextkit.core.files import file_kind
 
-__all__ = ["file_kind", "not_regular", "open_regular", "opened", "read_capped", "require_folder", "require_regular"]
-
-_KINDS = ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
-          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder"),
-          (stat.S_ISLNK, "a symbolic link"))
-
-
-def file_kind(mode: int) -> str:
-    """What a file of ``mode`` is, in words (``a regular file`` for the one kind an index holds)."""
-    if stat.S_ISREG(mode):
-        return "a regular file"
-    return next((words for test, words in _KINDS if test(mode)), "not a regular file")
-
+__all__ = ["not_regular", "open_regular", "opened", "read_capped", "require_folder", "require_regular"]
 
 def _refused(path: Path, what: str) -> IndexCorruptError:
     return IndexCorruptError(f"{path}: {what}, not a file the index wrote; refused (an index folder from "

@@ -13,6 +13,7 @@ from typing import BinaryIO
 from pydantic import BaseModel, Field
 
 from contextkit.core.errors import ContextkitError
+from contextkit.core.files import file_kind
 from contextkit.core.records import Document
 
 _PROSE_FORMATS = {".txt": "text", ".md": "markdown", ".markdown": "markdown", ".rst": "rst"}
@@ -239,8 +240,6 @@ _CAN_WALK = bool(_NOFOLLOW and getattr(os, "O_DIRECTORY", 0)) and os.open in os.
 _SWAPPED_FILE = "replaced by a symlink after it was found: not followed"
 _SWAPPED_DIR = "a folder on its path was replaced by a symlink (or a file) after it was found: not followed"
 _REPLACED = "replaced by another file after it was found: not read (run again to load it)"
-_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
-          stat.S_IFSOCK: "a socket", stat.S_IFLNK: "a symlink"}
 
 
 def not_regular(mode: int) -> str | None:
@@ -251,7 +250,7 @@ def not_regular(mode: int) -> str | None:
         return None
     if stat.S_ISDIR(mode):
         return "is a directory"
-    return f"not a regular file ({_KINDS.get(stat.S_IFMT(mode), 'a special file')}): not read"
+    return f"not a regular file ({file_kind(mode)}): not read"
 
 
 def file_identity(st: os.stat_result) -> tuple[int, int]:
