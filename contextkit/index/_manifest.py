@@ -303,7 +303,7 @@ def connect_ro(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
     return db
 
 
-def settings_copy(db: sqlite3.Connection) -> dict | None:
+def settings_copy(db: sqlite3.Connection) -> dict[str, Any] | None:
     """The store's copy of the manifest settings (meta ``manifest_settings``); None without one or when unreadable."""
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'manifest_settings'").fetchone()
