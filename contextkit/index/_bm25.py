@@ -15,6 +15,7 @@ next save.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
@@ -26,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from contextkit.core.errors import IndexCorruptError, InvalidArgumentError
+from contextkit.index import _bm25_analyzer as analyzers
 from contextkit.index import _bm25_legacy as legacy
 from contextkit.index._bm25_files import (
     PostingsMeta,
@@ -49,7 +51,7 @@ _bm25s = legacy.bm25s  # (bench_crash imports it from here)
 #: bm25s's delta of BM25L and BM25+ (its default; BM25Config does not change it).
 BM25S_DELTA = 0.5
 
-__all__ = ["BM25Config", "BM25Index"]
+__all__ = ["BM25Config", "BM25Index", "with_analyzer"]
 
 
 #: The stop-word lists bm25s ships (its names for them); a manifest naming another is refused, not looked up.
@@ -57,6 +59,11 @@ STOPWORD_LISTS = frozenset({"english", "en", "english_plus", "en_plus", "german"
                             "spanish", "es", "portuguese", "pt", "italian", "it", "russian", "ru", "swedish", "sv",
                             "norwegian", "no", "chinese", "zh", "turkish", "tr", "korean", "ko", "danish", "da"})
 METHODS = frozenset({"robertson", "atire", "bm25l", "bm25+", "lucene"})
+
+
+def with_analyzer(value: dict[str, Any]) -> dict[str, Any]:
+    """Saved BM25 settings with the analyzer named: :data:`~._bm25_analyzer.LEGACY` when they name none."""
+    return value if "analyzer" in value else {**value, "analyzer": analyzers.LEGACY}
 
 
 class BM25Config(BaseModel):
@@ -70,6 +77,22 @@ class BM25Config(BaseModel):
     method: str = "lucene"
     stemmer: str | None = "english"  # a Snowball language (PyStemmer), or None
     stopwords: str | None = "en"
+    #: How text is cut into terms (:mod:`._bm25_analyzer`): CJK runs into bigrams for a new index; a
+    #: setting saved without this field is read as :data:`~._bm25_analyzer.LEGACY` (see :meth:`stored`).
+    analyzer: str = analyzers.DEFAULT
+
+    @classmethod
+    def stored(cls, value: dict[str, Any]) -> BM25Config:
+        """Settings as a manifest or a BM25 folder records them: with no analyzer, the one such an index
+        was cut with before analyzers were recorded (bm25s's), so it answers as it always did."""
+        return cls(**with_analyzer(value))
+
+    @field_validator("analyzer")
+    @classmethod
+    def _known_analyzer(cls, value: str) -> str:
+        if value not in analyzers.ANALYZERS:
+            raise ValueError(f"unknown BM25 analyzer {value!r} (one of {', '.join(sorted(analyzers.ANALYZERS))})")
+        return value
 
     @field_validator("method")
     @classmethod
@@ -125,15 +148,18 @@ class BM25Index:
 
         return Stemmer.Stemmer(self.config.stemmer)
 
-    def terms(self, texts: Sequence[str]) -> list[list[str]]:
-        out = legacy.bm25s().tokenize(list(texts), lower=True, stopwords=self.config.stopwords,
-                                      stemmer=self._stemmer(), return_ids=False, show_progress=False)
-        return [list(t) for t in out]
+    def _tokenize(self) -> Any:
+        """bm25s's ``tokenize`` with this index's stop words and stemmer (what the analyzer calls)."""
+        return functools.partial(legacy.bm25s().tokenize, lower=True, stopwords=self.config.stopwords,
+                                 stemmer=self._stemmer(), show_progress=False)
 
-    def _token_ids(self, texts: Sequence[str]) -> Any:
-        """bm25s's tokens as ids and their vocabulary (the same terms :meth:`terms` gives, without the strings)."""
-        return legacy.bm25s().tokenize(list(texts), lower=True, stopwords=self.config.stopwords,
-                                       stemmer=self._stemmer(), return_ids=True, show_progress=False)
+    def terms(self, texts: Sequence[str]) -> list[list[str]]:
+        """Each text's terms, cut by this index's analyzer (a query is cut as the chunks were)."""
+        return analyzers.tokens(texts, self.config.analyzer, self._tokenize())
+
+    def _token_ids(self, texts: Sequence[str]) -> analyzers.Tokens:
+        """The terms as ids and their vocabulary (the same terms :meth:`terms` gives, without the strings)."""
+        return analyzers.token_ids(texts, self.config.analyzer, self._tokenize())
 
     # ---------------------------------------------------------------- build
     def build(self, rowids: np.ndarray, texts: Sequence[str], generation: int) -> None:
@@ -241,7 +267,7 @@ class BM25Index:
             if "format" not in meta:
                 return cls._load_legacy(folder, meta)
             parsed = PostingsMeta(**meta)
-            index = cls(BM25Config(**parsed.config))
+            index = cls(BM25Config.stored(parsed.config))
             index._set(read_postings(folder, parsed, sums), parsed.generation)
             index.stored_as = folder
         except (OSError, ValueError, KeyError, TypeError, MemoryError, IndexCorruptError) as exc:
@@ -253,7 +279,7 @@ class BM25Index:
     @classmethod
     def _load_legacy(cls, folder: Path, meta: dict[str, Any]) -> BM25Index:
         """A folder in bm25s's layout (``ValueError`` and the like when it cannot be read)."""
-        index = cls(BM25Config(**meta["config"]))
+        index = cls(BM25Config.stored(meta["config"]))
         index.generation = int(meta["generation"])
         _check_headers(folder)
         index.rowids = np.load(folder / "rowids.npy", allow_pickle=False)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from contextkit.core.config import DEFAULT_TOKENIZER
 from contextkit.core.errors import IndexCorruptError
-from contextkit.index._bm25 import BM25Config
+from contextkit.index._bm25 import BM25Config, with_analyzer
 from contextkit.index._checksums import FileSum, sqlite_header_problem
 
 __all__ = [
@@ -86,7 +86,8 @@ class IndexManifest(BaseModel):
     @field_validator("bm25")
     @classmethod
     def _bm25_settings(cls, value: dict[str, Any]) -> dict[str, Any]:
-        BM25Config(**value)  # an unknown stemmer, method or stop-word list: refused with the manifest
+        value = with_analyzer(value)  # saved before analyzers were recorded: bm25s's, as it was cut then
+        BM25Config(**value)  # an unknown stemmer, method, stop-word list or analyzer: refused with the manifest
         return value
 
     @field_validator("counts")
@@ -302,13 +303,16 @@ def connect_ro(path: Path, timeout: float = 30.0) -> sqlite3.Connection:
     return db
 
 
-def settings_copy(db: sqlite3.Connection) -> dict | None:
+def settings_copy(db: sqlite3.Connection) -> dict[str, Any] | None:
     """The store's copy of the manifest settings (meta ``manifest_settings``); None without one or when unreadable."""
     try:
         row = db.execute("SELECT value FROM meta WHERE key = 'manifest_settings'").fetchone()
     except sqlite3.Error:
         return None
-    return json.loads(row[0]) if row else None
+    copy = json.loads(row[0]) if row else None
+    if isinstance(copy, dict) and isinstance(copy.get("bm25"), dict):  # as the manifest reads it (no analyzer: bm25s's)
+        copy["bm25"] = with_analyzer(copy["bm25"])
+    return copy
 
 
 def stored_chunks(store: Path) -> int:

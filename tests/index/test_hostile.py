@@ -170,7 +170,8 @@ class TestDerivedRows:
 class TestCraftedManifest:
     @pytest.mark.parametrize("field, value, named", [
         ("dim", -5, "dim"), ("hnsw_m", 1_000_000, "hnsw_m"), ("ivfpq_nbits", 64, "ivfpq_nbits"),
-        ("bm25", {"stemmer": "klingon"}, "stemmer"), ("files", {"bm25": "../../etc"}, "files"),
+        ("bm25", {"stemmer": "klingon"}, "stemmer"), ("bm25", {"analyzer": "klingon"}, "analyzer"),
+        ("files", {"bm25": "../../etc"}, "files"),
     ])
     def test_values_out_of_bounds_are_refused_before_any_allocation(self, ix, field, value, named):
         edit_manifest(ix, **{field: value, "index_type": "hnsw"})
