@@ -72,8 +72,8 @@ def ner_backend(ner: Any, language: str = "en") -> tuple[str, Entities]:
             raise InvalidArgumentError(f"unknown ner backend {ner!r}: pass 'presidio', a spaCy pipeline "
                                        "(spacy.load(...)), a Presidio AnalyzerEngine or a callable")
         return "presidio", _from_presidio(_presidio_engine(), language)
-    if callable(getattr(ner, "analyze", None)):
-        return "presidio", _from_presidio(ner, language)
+    if callable(getattr(ner, "analyze", None)):  # the user's engine: from_dict cannot rebuild it
+        return "presidio_engine", _from_presidio(ner, language)
     if callable(ner) and hasattr(ner, "pipe_names"):
         return "spacy", _from_spacy(ner)
     if callable(ner):

@@ -224,7 +224,8 @@ class RedactorConfig(Settings):
                                            description="ISO 3166 regions whose national phone formats are matched, "
                                                        "first first; international +CC numbers are always matched")
     ner: str | None = Field(default=None, description="the NER backend for NAME and ADDRESS: 'presidio', or "
-                                                      "'spacy' / 'callable' for an object passed as ner=")
+                                                      "'presidio_engine' / 'spacy' / 'callable' for an object "
+                                                      "passed as ner=")
     ner_language: str = Field(default="en", description="the language code given to a Presidio backend")
 
     @field_validator("kinds", mode="before")

@@ -222,6 +222,27 @@ class TestNerBackend:
         again = PIIRedactor.from_dict(r.to_dict(), ner=nlp)
         assert again.redact("Ines Garcia").text == "<NAME_1>"
 
+    def test_presidio_engine(self, tmp_path: Path) -> None:
+        """A real Presidio AnalyzerEngine over a spaCy pipeline built here (no model download)."""
+        spacy = pytest.importorskip("spacy")
+        pytest.importorskip("presidio_analyzer")
+        from presidio_analyzer import AnalyzerEngine
+        from presidio_analyzer.nlp_engine import NlpEngineProvider
+
+        nlp = spacy.blank("en")
+        nlp.add_pipe("entity_ruler").add_patterns([
+            {"label": "PERSON", "pattern": [{"LOWER": "ines"}, {"LOWER": "garcia"}]},
+            {"label": "GPE", "pattern": "Lyon"}])
+        nlp.to_disk(tmp_path / "pipeline")
+        provider = NlpEngineProvider(nlp_configuration={
+            "nlp_engine_name": "spacy", "models": [{"lang_code": "en", "model_name": str(tmp_path / "pipeline")}]})
+        engine = AnalyzerEngine(nlp_engine=provider.create_engine(), supported_languages=["en"])
+        r = PIIRedactor(ner=engine)
+        assert r.redact("Ines Garcia lives in Lyon; SSN: 219-09-9999").text == "<NAME_1> lives in <ADDRESS_1>; SSN: <ID_1>"
+        assert r.to_dict()["ner"] == "presidio_engine"
+        with pytest.raises(InvalidArgumentError, match="pass it again"):
+            PIIRedactor.from_dict(r.to_dict())
+
     def test_settings_without_ner_are_unchanged(self) -> None:
         assert "ner" not in PIIRedactor().to_dict()
 
