@@ -52,6 +52,8 @@ def _numeric_ok(v: str) -> bool:
 
 def find_dob(scan: _Scan) -> list[Candidate]:
     """Dates right after a birth label (see the module docstring)."""
+    if b"0" not in scan.folded:  # a full date holds a digit (all digits fold to "0")
+        return []
     text = scan.text
     out: set[Candidate] = set()
     for pos in scan.find_all(_STEMS):

@@ -267,4 +267,6 @@ def _stands_alone(text: str, s: int, e: int) -> bool:
 
 def find_ids(scan: _Scan) -> list[Candidate]:
     """Every national identifier and labelled driver's licence in the text (see the module docstring)."""
+    if b"0" not in scan.folded:  # every identifier holds a digit (all digits fold to "0"): most prose has none
+        return []
     return sorted(set(_find_unlabelled(scan) + _find_labelled(scan)))  # two labels can name one value
