@@ -217,7 +217,7 @@ def report(seed: int, per_kind: int, make: Callable[..., Any]) -> dict[str, Any]
     print(f"\ngenerated identifiers ({per_kind} valid and {per_kind} invalid per kind, seed {seed}; "
           "this set tuned the ID/DOB rules)")
     print("(recall: the valid value fully masked; FP: an invalid twin touched by an ID/DOB span, or by any span,\n"
-          " e.g. a phone: the old redactor's figure in brackets)")
+          " e.g. a phone; (old): this code with only the six kinds of before issue 29, EMAIL ... SECRET)")
     print(f"{'kind':13s} {'labelled':>9s} {'(old)':>6s} {'unlabelled':>10s} {'label needed':>12s} "
           f"{'FP ID/DOB':>9s} {'FP any':>6s} {'(old)':>6s}")
     for kind, (gen, labelled, bare, needs_label) in KINDS.items():

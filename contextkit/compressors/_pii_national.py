@@ -24,7 +24,8 @@ detector           rules                                           label
                    MOD 11,10 check digit
 ``fr_nir``         sex 1-4/7/8, month, department (2A/2B),         no when grouped
                    key = 97 - (number mod 97)                      ``1 85 05 78 006 084 36``
-                                                                   or 15 bare digits
+                                                                   or 15 bare digits (Corsica's
+                                                                   2A/2B: yes)
 ``es_dni``         8 digits and the mod-23 letter; NIE X/Y/Z +     no when written whole
                    7 digits + letter                               (``12345678Z``)
 ``it_cf``          codice fiscale: 16 characters, month letter,    no
