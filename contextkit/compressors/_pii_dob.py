@@ -28,7 +28,7 @@ _STEMS: tuple[bytes, ...] = (
 _LABEL = (r"d\.?o\.?b\.?|birth(?:[ \t]*(?:date|day))?|born(?:[ \t]+on)?|n[ée](?:e|\(e\))?[ \t]+le|naissance|"
           r"geboren(?:[ \t]+am)?|geb\.|geburts(?:datum|tag)|nacimiento|nacid[oa][ \t]+el|nasci(?:ta|mento|d[oa][ \t]+em)|"
           r"nat[oa][ \t]+il|geboortedatum|födelsedatum|рождения")
-_FILL = r"(?:[ \t]*(?i:is|was|:|=|-|–|on|\(\w{1,12}\)))*[ \t]*(?:\r?\n[ \t]*)?"
+_FILL = r"(?:[ \t]*(?i:is|was|:|=|-|–|on|\([^()\n]{1,12}\)))*[ \t]*(?:\r?\n[ \t]*)?"  # "DOB (mm/dd/yyyy):"
 _MONTHS = (r"jan(?:uary|vier|uar|\.)?|feb(?:ruary|ruar|\.)?|f[ée]v(?:rier|\.)?|m[aä]r(?:ch|s|z|\.)?|apr(?:il|\.)?|avr(?:il|\.)?|"
            r"may|mai|jun(?:e|i|\.)?|juin|jul(?:y|i|\.)?|juil(?:let|\.)?|aug(?:ust|\.)?|ao[uû]t|sep(?:t(?:ember|embre|\.)?|\.)?|"
            r"oct(?:ober|obre|\.)?|okt(?:ober|\.)?|nov(?:ember|embre|\.)?|de[cz](?:ember|embre|\.)?|d[ée]c(?:embre|\.)?|"

@@ -24,7 +24,10 @@ of a phone number:
 - international: ``+CC`` or an international call prefix (``00``, ``011``) - accepted as found;
 - national, strong shape: a trunk prefix (``0``, Russia's ``8``), an area code in parentheses,
   NANP grouping ``(1-)XXX-XXX-XXXX``, an extension after it, or a phone word just before ("tel.", "phone", "call", "mobile",
-  "Telefon", "телефон", "電話", ...) - accepted when possible;
+  "Telefon", "телефон", "電話", ...), a line's label with the number on the next line ("Phone:\n467 3395"),
+  a place's label ("Desk: 5403926876", "Office:", "Home:"), a request to be reached at it ("not answering
+  at ...", "messages to ...", "my registered ..."), or a label word right after it ("2813882583 mobile",
+  "(37) 788-063-Office") - accepted when possible;
 - national, grouped digits without those marks (``609 141 777``): valid in the region
   (``is_valid_number``);
 - one bare run of digits: 10 or 11 digits and a valid *mobile* number of the region

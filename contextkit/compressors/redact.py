@@ -3,39 +3,39 @@
 ``PIIRedactor`` finds ten kinds of values and replaces each with a placeholder
 ``<KIND_N>`` (NAME and ADDRESS only with an NER backend the user passes):
 
-======  ================================================================
-kind    what
-======  ================================================================
-EMAIL   e-mail addresses (``local@domain.tld``, Unicode letters allowed)
-PHONE   numbers found by libphonenumber (``phonenumbers``) over the regions named in
-        ``phone_regions`` (default: 36, see :mod:`._pii_phone`), international ones
-        whatever the regions, with extensions (``(590)550-7590x631``)
-CARD    payment card numbers: 12-19 digits, spaces or dashes, a known IIN
-        prefix and length (Visa, Mastercard, Amex, Discover, Diners, JCB,
-        UnionPay, Maestro 12-19, Mir) and a valid Luhn check digit; not a
-        barcode (after EAN/UPC/ISBN/order words, or GS1-valid and unseparated)
-IBAN    country code, check digits and BBAN, the country's length, and
-        the ISO 7064 mod-97 check; compact or in groups of four
-IP      IPv4 (octets 0-255, no leading zeros) and IPv6 (checked by
-        :mod:`ipaddress`)
-SECRET  private-key PEM blocks; AWS access key ids, GitHub, GitLab, Slack,
-        Stripe, OpenAI-style ``sk-``, Google ``AIza``, Hugging Face, npm and
-        SendGrid, Twilio, Mailgun, Telegram ... tokens, JWTs, ``Bearer`` tokens;
-        the value of ``password=`` / ``secret: `` / ``api_key=`` style
-        assignments; passwords in connection URLs and in prose
-        (:mod:`._pii_credentials`); and generic random-looking tokens
-        (see :mod:`._pii_secrets`)
-ID      national identifiers with their validity rules or checksums: US SSN
-        and ITIN, UK NINO, Canadian SIN (Luhn), Indian Aadhaar (Verhoeff),
-        German Steuer-ID (MOD 11,10), French NIR (mod-97 key), Spanish
-        DNI/NIE (mod-23 letter), Italian codice fiscale (check letter); US
-        driver's licences after a label (see :mod:`._pii_national` for
-        which forms need a label)
-DOB     a full date after a birth label ("DOB:", "date of birth", "born on",
-        "né le", "geboren am" ...; :mod:`._pii_dob`)
-NAME    people's names, from the NER backend (``ner=``, :mod:`._pii_ner`)
-ADDRESS street addresses and places, from the NER backend
-======  ================================================================
+=======  ================================================================
+kind     what
+=======  ================================================================
+EMAIL    e-mail addresses (``local@domain.tld``, Unicode letters allowed)
+PHONE    numbers found by libphonenumber (``phonenumbers``) over the regions named in
+         ``phone_regions`` (default: 36, see :mod:`._pii_phone`), international ones
+         whatever the regions, with extensions (``(590)550-7590x631``)
+CARD     payment card numbers: 12-19 digits, spaces or dashes, a known IIN
+         prefix and length (Visa, Mastercard, Amex, Discover, Diners, JCB,
+         UnionPay, Maestro 12-19, Mir) and a valid Luhn check digit; not a
+         barcode (after EAN/UPC/ISBN/order words, or GS1-valid and unseparated)
+IBAN     country code, check digits and BBAN, the country's length, and
+         the ISO 7064 mod-97 check; compact or in groups of four
+IP       IPv4 (octets 0-255, no leading zeros) and IPv6 (checked by
+         :mod:`ipaddress`)
+SECRET   private-key PEM blocks; AWS access key ids, GitHub, GitLab, Slack,
+         Stripe, OpenAI-style ``sk-``, Google ``AIza``, Hugging Face, npm and
+         SendGrid, Twilio, Mailgun, Telegram ... tokens, JWTs, ``Bearer`` tokens;
+         the value of ``password=`` / ``secret: `` / ``api_key=`` style
+         assignments; passwords in connection URLs and in prose
+         (:mod:`._pii_credentials`); and generic random-looking tokens
+         (see :mod:`._pii_secrets`)
+ID       national identifiers with their validity rules or checksums: US SSN
+         and ITIN, UK NINO, Canadian SIN (Luhn), Indian Aadhaar (Verhoeff),
+         German Steuer-ID (MOD 11,10), French NIR (mod-97 key), Spanish
+         DNI/NIE (mod-23 letter), Italian codice fiscale (check letter); US
+         driver's licences after a label (see :mod:`._pii_national` for
+         which forms need a label)
+DOB      a full date after a birth label ("DOB:", "date of birth", "born on",
+         "né le", "geboren am" ...; :mod:`._pii_dob`)
+NAME     people's names, from the NER backend (``ner=``, :mod:`._pii_ner`)
+ADDRESS  street addresses and places, from the NER backend
+=======  ================================================================
 
 Why the placeholders look the way they do. The same value gets the same
 placeholder for the life of the redactor (a *session*: one conversation, one

@@ -131,6 +131,7 @@ class TestNationalIds:
 class TestDateOfBirth:
     @pytest.mark.parametrize(("text", "value"), [
         ("DOB: 01/02/1980", "01/02/1980"),
+        ("DOB (mm/dd/yyyy): 01/02/1980", "01/02/1980"),
         ("She was born on 2/8/1935. Her maiden name is", "2/8/1935"),
         ("Date of birth: 12 March 1980", "12 March 1980"),
         ("born March 12, 1980 in Leeds", "March 12, 1980"),
