@@ -63,7 +63,19 @@ ordinary words of the carrier text; 1 MB of English well under a second.
    versions, dates, prices, statistics, code, PEP paragraphs, Tiny Shakespeare lines) and the
    records redacted per 10,000 of each family. ``--per-locale 0`` skips this part.
 
-Run: ``python bench/bench_redact.py`` (about a minute on a busy 2-core machine);
+5. Identifiers (``bench/_redact_ids.py``): generated national identifiers of every kind the ID
+   detector knows, valid and with a broken check, and dates of birth, in sentences with and without
+   a label; recall on valid values, false positives on invalid ones, the old kinds' recall beside.
+   ``--ids-per-kind 0`` skips it.
+
+6. Held out (``bench/_redact_presidio.py``): presidio-research's labelled sentences (``--presidio``,
+   default ``../extdata/presidio/synth_dataset_v2.json`` beside the repository; missing: exit 2 with
+   how to get it; ``--no-presidio`` skips), the share of labelled spans fully masked per entity, on the
+   held-out second half and the first half; and the clean corpora (SciFact, PEPs, Tiny Shakespeare):
+   ID/DOB spans and spans the old redactor did not report. The old redactor is the one at
+   ``--baseline-rev`` (default 54fde72), run from ``git archive`` in a subprocess in the same run.
+
+Run: ``python bench/bench_redact.py`` (a few minutes on a busy 2-core machine);
 ``--json out.json`` keeps the numbers, ``--show N`` prints N examples of each miss.
 """
 
@@ -84,7 +96,9 @@ from typing import Any
 
 from contextkit.compressors.redact import PIIRedactor
 
+REPO = Path(__file__).resolve().parents[1]
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+PRESIDIO = REPO.parent / "extdata" / "presidio" / "synth_dataset_v2.json"
 SHAKESPEARE = DATA / "tinyshakespeare" / "input.txt"
 SCIFACT = DATA / "beir_scifact" / "corpus.jsonl"
 
@@ -628,7 +642,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-locale", type=int, default=60, help="Faker phone numbers per locale (0: skip the part)")
     ap.add_argument("--clean-per-family", type=int, default=800,
                     help="generated clean records per family (barcodes, ISBNs, versions, ...)")
+    ap.add_argument("--ids-per-kind", type=int, default=300, help="generated identifiers per kind (0: skip)")
+    ap.add_argument("--presidio", type=Path, default=PRESIDIO, help="presidio-research's synth_dataset_v2.json")
+    ap.add_argument("--no-presidio", action="store_true", help="skip the held-out part (presidio and clean corpora)")
+    ap.add_argument("--baseline-rev", default="54fde72", help="the commit whose redactor is the baseline")
+    ap.add_argument("--ner-spacy", help="a spaCy model to load as the NER backend for PERSON / STREET_ADDRESS")
     args = ap.parse_args(argv)
+    held_out = None if args.no_presidio else _held_out(args)
 
     t_start = time.perf_counter()
     rng = random.Random(args.seed)
@@ -725,14 +745,48 @@ def main(argv: list[str] | None = None) -> int:
             "credentials_prose_recall>=0.95": kind["CRED_PROSE"]["recall"] >= 0.95,
             "clean_fp_per_10k<1": locales["clean_generated_per_10k"] < 1.0,
         })
+    if args.ids_per_kind:
+        from _redact_ids import report as ids_report
+
+        ids = ids_report(args.seed, args.ids_per_kind, PIIRedactor)
+        goals["ids_labelled_recall>=0.98"] = min(r["labelled_recall"] for r in ids.values()) >= 0.98
+        goals["ids_invalid_fp=0"] = sum(r["fp_invalid_id_dob"] for r in ids.values()) == 0
+    if held_out is not None:
+        phone = held_out["presidio"].get("PHONE_NUMBER", {}).get("held_out", {})
+        goals["presidio_phone_held_out>=0.95"] = phone.get("new", 0) >= 0.95 * phone.get("n", 1)
+        goals["clean_id_dob_fp=0"] = all(c["id_dob_spans"] == 0 for c in held_out["clean"].values())
     print("\ngoals: " + ", ".join(f"{k} {'OK' if v else 'MISSED'}" for k, v in goals.items()))
     print(f"(bench wall time {time.perf_counter() - t_start:.1f} s)")
     if args.json:
         payload = {"seed": args.seed, "scifact_docs": args.scifact_docs, "n_items": n_items, "scores": sc,
                    "carrier_only_fp": carrier_only_fp, "keys": {"planted": k_planted, "found": k_found},
-                   "speed": sp, "goals": goals, "locales": locales}
+                   "speed": sp, "goals": goals, "locales": locales, "held_out": held_out}
         args.json.write_text(json.dumps(payload, indent=1, default=str), encoding="utf-8")
     return 0
+
+
+def _held_out(args: argparse.Namespace) -> dict[str, Any]:
+    """presidio-research and the clean corpora, this tree against ``--baseline-rev`` (printed first: it can
+    exit 2 before anything long runs)."""
+    from _redact_presidio import clean_corpora, clean_report, load_presidio, old_spans, presidio_report
+
+    records = load_presidio(args.presidio)
+    ner: Any = None
+    if args.ner_spacy:
+        import spacy
+
+        ner = spacy.load(args.ner_spacy)
+    texts = [r["full_text"] for r in records]
+    red = PIIRedactor(ner=ner)
+    new = [[s[:3] for s in red.detect(t)] for t in texts]
+    pres = presidio_report(records, new, old_spans(REPO, args.baseline_rev, texts), args.ner_spacy)
+    print(f"\nclean corpora (nothing planted; baseline {args.baseline_rev})")
+    clean = {}
+    for name, docs in clean_corpora(DATA).items():
+        red = PIIRedactor()
+        clean[name] = clean_report(name, docs, [[s[:3] for s in red.detect(t)] for t in docs],
+                                   old_spans(REPO, args.baseline_rev, docs), args.show)
+    return {"presidio": pres, "clean": clean}
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ def redact(
     path: Annotated[Path, typer.Argument(help="a text file, or - for standard input")],
     as_json: Annotated[bool, typer.Option("--json", help="print the text, counts and spans (no values) as JSON")] = False,
 ) -> None:
-    """Mask personal data and secrets in a text: e-mails, phones, cards, IBANs, IPs, API keys.
+    """Mask personal data and secrets in a text: e-mails, phones, cards, IBANs, IPs, API keys, national ids, dates of birth.
 
     The masked text goes to stdout, the counts by kind to stderr. Values are never printed.
 

@@ -84,7 +84,7 @@ def ingest(
     workers: Annotated[int, typer.Option(min=1, help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
     redact: Annotated[bool | None, typer.Option(
-        "--redact/--no-redact", help="mask PII (e-mails, phones, cards, IBANs, IPs, secrets) before chunking; "
+        "--redact/--no-redact", help="mask PII (e-mails, phones, cards, IBANs, IPs, secrets, national ids, dates of birth) before chunking; "
         "recorded in the index [default: as the index was built, else off]")] = None,
     index_type: Annotated[Literal["flat", "hnsw", "ivf", "ivfpq", "auto"], typer.Option(
         help="flat (exact), hnsw or ivf (approximate, for large corpora), ivfpq (millions of chunks: IVF-PQ + "

@@ -10,7 +10,10 @@ import ipaddress
 import re
 
 # Ranks for overlap resolution: lower wins.
-_R_PEM, _R_KEY, _R_EMAIL, _R_IBAN, _R_CARD, _R_IP, _R_PHONE, _R_ASSIGN, _R_GENERIC = range(9)
+# A national identifier outranks a card (a labelled 12-digit Aadhaar can pass Luhn too); a date of
+# birth outranks the numbers inside it; names and addresses from an NER backend lose to every pattern.
+(_R_PEM, _R_KEY, _R_EMAIL, _R_IBAN, _R_ID, _R_CARD, _R_DOB, _R_IP, _R_PHONE, _R_ASSIGN, _R_GENERIC,
+ _R_NER) = range(12)
 
 Candidate = tuple[int, int, str, str, int]  # start, end, kind, detector, rank
 
@@ -139,13 +142,14 @@ _IBAN_START = re.compile(rb"AA00")  # two capitals, two digits
 class _Scan:
     """One text and what several detectors share: its UTF-8 and folded forms, numeric runs."""
 
-    __slots__ = ("text", "raw", "ascii", "_folded", "_regions")
+    __slots__ = ("text", "raw", "ascii", "_folded", "_lower", "_regions")
 
     def __init__(self, text: str) -> None:
         self.text = text
         self.raw = text.encode("utf-8", "surrogatepass")
         self.ascii = len(self.raw) == len(text)
         self._folded: bytes | None = None
+        self._lower: bytes | None = None
         self._regions: list[tuple[int, int]] | None = None
 
     @property
@@ -153,6 +157,29 @@ class _Scan:
         if self._folded is None:
             self._folded = self.raw.translate(_FOLD)
         return self._folded
+
+    @property
+    def lower(self) -> bytes:
+        """The UTF-8 form lower-cased in ASCII only, so byte offsets stay those of ``raw``."""
+        if self._lower is None:
+            self._lower = self.raw.lower()
+        return self._lower
+
+    def find_all(self, stems: tuple[bytes, ...]) -> list[int]:
+        """Character offsets where one of ``stems`` (lower-case literals) starts a word, sorted."""
+        lower = self.lower
+        hits: set[int] = set()
+        for stem in stems:  # one literal search each: faster than an alternation
+            i = lower.find(stem)
+            while i >= 0:
+                if i == 0 or not (lower[i - 1:i].isalnum() or lower[i - 1:i] == b"_"):
+                    hits.add(i)
+                i = lower.find(stem, i + 1)
+        offsets = sorted(hits)
+        if offsets and not self.ascii:
+            index = self.char_index(offsets)
+            offsets = [index[b] for b in offsets]
+        return offsets
 
     def spans(self, pattern: re.Pattern[bytes], data: bytes) -> list[tuple[int, int]]:
         """Spans, in characters of the text, of ``pattern`` in ``data`` (a byte form of the text)."""

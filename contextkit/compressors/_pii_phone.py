@@ -24,7 +24,10 @@ of a phone number:
 - international: ``+CC`` or an international call prefix (``00``, ``011``) - accepted as found;
 - national, strong shape: a trunk prefix (``0``, Russia's ``8``), an area code in parentheses,
   NANP grouping ``(1-)XXX-XXX-XXXX``, an extension after it, or a phone word just before ("tel.", "phone", "call", "mobile",
-  "Telefon", "телефон", "電話", ...) - accepted when possible;
+  "Telefon", "телефон", "電話", ...), a line's label with the number on the next line ("Phone:\n467 3395"),
+  a place's label ("Desk: 5403926876", "Office:", "Home:"), a request to be reached at it ("not answering
+  at ...", "messages to ...", "my registered ..."), or a label word right after it ("2813882583 mobile",
+  "(37) 788-063-Office") - accepted when possible;
 - national, grouped digits without those marks (``609 141 777``): valid in the region
   (``is_valid_number``);
 - one bare run of digits: 10 or 11 digits and a valid *mobile* number of the region
@@ -69,9 +72,17 @@ _DATE = re.compile(r"\(?\d{1,4}\)?([-./])\d{1,2}\1\d{2,4}|\d{4}([-./])\d{2}|\d{1
 _NANP = re.compile(r"(?:1[ .\-]?)?(?:\(\d{3}\)[ .\-]?|\d{3}(?P<s>[ .\-]))\d{3}(?(s)(?P=s)|[ .\-])\d{4}")
 _RU = re.compile(r"8[ \-]?\(?\d{3,5}\)?[ \-]?\d{1,3}[ \-]?\d{2}[ \-]?\d{2}")
 _PHONE_WORD = re.compile(
-    r"(?i:\b(?:tel|tél|tlf|mob|cell|fax|phone|telephone|téléphone|telefon|telefono|teléfono|telefone|"
+    r"(?:(?i:\b(?:tel|tél|tlf|mob|cell|fax|phone|telephone|téléphone|telefon|telefono|teléfono|telefone|"
     r"telefoon|puhelin|celular|handy|mobile|mobil|call|whatsapp|sms|dial|тел|телефон|моб)\b\.?|"
-    r"電話|电话|手机|携帯|전화|☎|📞)[^\w\n]{0,12}(?:\w+[^\w\n]{1,3}){0,2}\Z")
+    r"電話|电话|手机|携帯|전화|☎|📞)[^\w\n]{0,12}(?:\w+[^\w\n]{1,3}){0,2}"
+    # a line's label, then the number on the next line ("Phone:\n467 3395"); a place's label ("Desk: ...")
+    r"|(?i:\b(?:tel|tél|phone|telephone|téléphone|telefon|mobile|mobil|cell|fax|desk|office|home|work|direct|"
+    r"landline|contact)\b)\.?[ \t]*:[ \t]*(?:\r?\n[ \t]*)?"
+    # asked to be reached at a number
+    r"|(?i:\b(?:answering|reach(?:ed)?|text|message[sd]?|registered|ring)\b)[ \t]+(?:\w+[ \t]+){0,2}"
+    r"(?i:at|on|to|number)[ \t]+|(?i:\bmy[ \t]+registered[ \t]+))\Z")
+#: A label after the number: "2813882583 mobile", "(37) 788-063-Office", "416 60 039 office".
+_PHONE_AFTER = re.compile(r"[ \t]*[-–]?[ \t]*(?i:office|fax|mobile|cell|home|work|desk|tel|phone|landline)\b")
 _NOT_PHONE_WORD = re.compile(
     r"(?i:\b(?:ean|upc|gtin|isbn|issn|sku|order|invoice|tracking|barcode|pmid|doi|ticket|serial|build|version|"
     r"release|rev)\b)[^\w\n]{0,6}(?:#|no\.?|nr\.?|number)?[^\w\n]{0,4}\Z")
@@ -182,7 +193,8 @@ def phone_finder(regions: tuple[str, ...]) -> Any:
             before = text[max(0, lo - 40):lo]
             if _NOT_PHONE_WORD.search(before):
                 continue
-            labelled = ext is not None or bool(_PHONE_WORD.search(before))  # an extension marks a phone too
+            labelled = (ext is not None or bool(_PHONE_WORD.search(before))  # an extension marks a phone too
+                        or bool(_PHONE_AFTER.match(text, end)))
             if n_digits < (7 if labelled else 8):
                 continue
             for a, b in match_run(text[lo:end], labelled):

@@ -1,31 +1,41 @@
 """Masking personal data and secrets before text enters a prompt or an index.
 
-``PIIRedactor`` finds six kinds of values and replaces each with a placeholder
-``<KIND_N>``:
+``PIIRedactor`` finds ten kinds of values and replaces each with a placeholder
+``<KIND_N>`` (NAME and ADDRESS only with an NER backend the user passes):
 
-======  ================================================================
-kind    what
-======  ================================================================
-EMAIL   e-mail addresses (``local@domain.tld``, Unicode letters allowed)
-PHONE   numbers found by libphonenumber (``phonenumbers``) over the regions named in
-        ``phone_regions`` (default: 36, see :mod:`._pii_phone`), international ones
-        whatever the regions, with extensions (``(590)550-7590x631``)
-CARD    payment card numbers: 12-19 digits, spaces or dashes, a known IIN
-        prefix and length (Visa, Mastercard, Amex, Discover, Diners, JCB,
-        UnionPay, Maestro 12-19, Mir) and a valid Luhn check digit; not a
-        barcode (after EAN/UPC/ISBN/order words, or GS1-valid and unseparated)
-IBAN    country code, check digits and BBAN, the country's length, and
-        the ISO 7064 mod-97 check; compact or in groups of four
-IP      IPv4 (octets 0-255, no leading zeros) and IPv6 (checked by
-        :mod:`ipaddress`)
-SECRET  private-key PEM blocks; AWS access key ids, GitHub, GitLab, Slack,
-        Stripe, OpenAI-style ``sk-``, Google ``AIza``, Hugging Face, npm and
-        SendGrid, Twilio, Mailgun, Telegram ... tokens, JWTs, ``Bearer`` tokens;
-        the value of ``password=`` / ``secret: `` / ``api_key=`` style
-        assignments; passwords in connection URLs and in prose
-        (:mod:`._pii_credentials`); and generic random-looking tokens
-        (see :mod:`._pii_secrets`)
-======  ================================================================
+=======  ================================================================
+kind     what
+=======  ================================================================
+EMAIL    e-mail addresses (``local@domain.tld``, Unicode letters allowed)
+PHONE    numbers found by libphonenumber (``phonenumbers``) over the regions named in
+         ``phone_regions`` (default: 36, see :mod:`._pii_phone`), international ones
+         whatever the regions, with extensions (``(590)550-7590x631``)
+CARD     payment card numbers: 12-19 digits, spaces or dashes, a known IIN
+         prefix and length (Visa, Mastercard, Amex, Discover, Diners, JCB,
+         UnionPay, Maestro 12-19, Mir) and a valid Luhn check digit; not a
+         barcode (after EAN/UPC/ISBN/order words, or GS1-valid and unseparated)
+IBAN     country code, check digits and BBAN, the country's length, and
+         the ISO 7064 mod-97 check; compact or in groups of four
+IP       IPv4 (octets 0-255, no leading zeros) and IPv6 (checked by
+         :mod:`ipaddress`)
+SECRET   private-key PEM blocks; AWS access key ids, GitHub, GitLab, Slack,
+         Stripe, OpenAI-style ``sk-``, Google ``AIza``, Hugging Face, npm and
+         SendGrid, Twilio, Mailgun, Telegram ... tokens, JWTs, ``Bearer`` tokens;
+         the value of ``password=`` / ``secret: `` / ``api_key=`` style
+         assignments; passwords in connection URLs and in prose
+         (:mod:`._pii_credentials`); and generic random-looking tokens
+         (see :mod:`._pii_secrets`)
+ID       national identifiers with their validity rules or checksums: US SSN
+         and ITIN, UK NINO, Canadian SIN (Luhn), Indian Aadhaar (Verhoeff),
+         German Steuer-ID (MOD 11,10), French NIR (mod-97 key), Spanish
+         DNI/NIE (mod-23 letter), Italian codice fiscale (check letter); US
+         driver's licences after a label (see :mod:`._pii_national` for
+         which forms need a label)
+DOB      a full date after a birth label ("DOB:", "date of birth", "born on",
+         "né le", "geboren am" ...; :mod:`._pii_dob`)
+NAME     people's names, from the NER backend (``ner=``, :mod:`._pii_ner`)
+ADDRESS  street addresses and places, from the NER backend
+=======  ================================================================
 
 Why the placeholders look the way they do. The same value gets the same
 placeholder for the life of the redactor (a *session*: one conversation, one
@@ -49,8 +59,8 @@ be ours coming back (a redacted history redacted again) and ``restore`` will
 restore it; ``redact`` of already-redacted text changes nothing.
 
 Overlaps: every detector proposes spans; the more specific wins (PEM block >
-named key formats > EMAIL > IBAN > CARD > IP > PHONE > secret assignment >
-generic token), then the longer, then the earlier; losers are dropped whole,
+named key formats > EMAIL > IBAN > ID > CARD > DOB > IP > PHONE > secret assignment >
+generic token > NAME and ADDRESS), then the longer, then the earlier; losers are dropped whole,
 so placeholders never nest or cut each other. Once a value is found, every
 other occurrence of it in the same text is masked too, even where its
 context alone would not have triggered a detector (inside a longer number,
@@ -58,7 +68,7 @@ say), and no detected value contains ``<`` or ``>``, so a placeholder cannot
 combine with its neighbours into one: a reported value never survives in the
 output.
 
-What is deliberately *not* redacted: plain years, dates, times, version
+What is deliberately *not* redacted: plain years, dates (but a date of birth after its label), times, version
 strings (``1.2.3.4.5``, ``v2.10.3``, and four-part ones after "version",
 "release", ``>=``, "EC" and the like), ISBNs and long numeric ids without a
 card structure, 16-digit numbers that fail Luhn, IBAN lookalikes with a bad
@@ -81,7 +91,8 @@ Where the code lives: this module holds the public classes, the session
 (placeholders, the optional mapping, ``restore``) and the overlap resolution;
 the detectors are private, in :mod:`contextkit.compressors._pii_detect`
 (the shared text scan, EMAIL, CARD, IBAN, IP), :mod:`._pii_phone` (PHONE, by
-libphonenumber), :mod:`contextkit.compressors._pii_secrets` (SECRET: key formats,
+libphonenumber), :mod:`._pii_national` (ID), :mod:`._pii_dob` (DOB), :mod:`._pii_ner` (NAME,
+ADDRESS: the optional backend), :mod:`contextkit.compressors._pii_secrets` (SECRET: key formats,
 assignments and the generic detector, with its design notes) and
 :mod:`._pii_credentials` (URL and prose passwords, tokens found around a literal).
 
@@ -116,6 +127,9 @@ from contextkit.compressors._pii_detect import (
     _find_ip,
     _Scan,
 )
+from contextkit.compressors._pii_dob import find_dob
+from contextkit.compressors._pii_national import find_ids
+from contextkit.compressors._pii_ner import ner_backend, ner_finder
 from contextkit.compressors._pii_phone import (
     DEFAULT_PHONE_REGIONS,
     phone_finder,
@@ -139,9 +153,11 @@ __all__ = [
     "RestoreUnavailableError",
 ]
 
-KINDS: tuple[str, ...] = ("EMAIL", "PHONE", "CARD", "IBAN", "IP", "SECRET")
+KINDS: tuple[str, ...] = ("EMAIL", "PHONE", "CARD", "IBAN", "IP", "SECRET", "ID", "DOB", "NAME", "ADDRESS")
+#: The kinds only an NER backend finds (``PIIRedactor(ner=...)``); without one they find nothing.
+NER_ONLY: frozenset[str] = frozenset({"NAME", "ADDRESS"})
 
-_PLACEHOLDER = re.compile(r"<(EMAIL|PHONE|CARD|IBAN|IP|SECRET)_([1-9]\d*)>")
+_PLACEHOLDER = re.compile(rf"<({'|'.join(KINDS)})_([1-9]\d*)>")
 
 
 # ------------------------------------------------------------------ records
@@ -207,6 +223,10 @@ class RedactorConfig(Settings):
     phone_regions: tuple[str, ...] = Field(default=DEFAULT_PHONE_REGIONS,
                                            description="ISO 3166 regions whose national phone formats are matched, "
                                                        "first first; international +CC numbers are always matched")
+    ner: str | None = Field(default=None, description="the NER backend for NAME and ADDRESS: 'presidio', or "
+                                                      "'presidio_engine' / 'spacy' / 'callable' for an object "
+                                                      "passed as ner=")
+    ner_language: str = Field(default="en", description="the language code given to a Presidio backend")
 
     @field_validator("kinds", mode="before")
     @classmethod
@@ -249,16 +269,25 @@ def _resolve(candidates: list[Candidate]) -> list[Candidate]:
 
 # ------------------------------------------------------------- redactor
 class PIIRedactor(Redactor):
-    """Masks e-mails, phones, cards, IBANs, IPs and secrets with stable placeholders (one session)."""
+    """Masks e-mails, phones, cards, IBANs, IPs, secrets, national identifiers and dates of birth (names and
+    addresses with ``ner=``) with stable placeholders (one session).
+
+    ``ner``: the optional NER backend for NAME and ADDRESS: ``"presidio"`` (Presidio's ``AnalyzerEngine``,
+    ``pip install 'contextkit[ner]'``), a spaCy pipeline (``spacy.load(...)``), a Presidio engine, or a
+    callable ``text -> [(start, end, label)]``; see :mod:`._pii_ner`. Without it names and addresses
+    are not masked."""
 
     name = "pii_redactor"
 
     def __init__(self, kinds: Iterable[str] = KINDS, entropy_threshold: float = 3.3,
-                 keep_mapping: bool = False, phone_regions: Iterable[str] = DEFAULT_PHONE_REGIONS) -> None:
+                 keep_mapping: bool = False, phone_regions: Iterable[str] = DEFAULT_PHONE_REGIONS,
+                 ner: Any = None, ner_language: str = "en") -> None:
+        backend = ner_backend(ner, ner_language) if ner is not None else None
         self.config = RedactorConfig(kinds=(kinds,) if isinstance(kinds, str) else tuple(kinds),
                                      entropy_threshold=entropy_threshold, keep_mapping=keep_mapping,
                                      phone_regions=(phone_regions,) if isinstance(phone_regions, str)
-                                     else tuple(phone_regions))
+                                     else tuple(phone_regions), ner=backend[0] if backend else None,
+                                     ner_language=ner_language)
         kinds_set = set(self.config.kinds)
         finders: list[Callable[[_Scan], list[Candidate]]] = []
         if "EMAIL" in kinds_set:
@@ -271,6 +300,12 @@ class PIIRedactor(Redactor):
             finders.append(_find_ip)
         if "SECRET" in kinds_set:
             finders += [_find_keys, _find_assignments, _find_credentials]
+        if "ID" in kinds_set:
+            finders.append(find_ids)
+        if "DOB" in kinds_set:
+            finders.append(find_dob)
+        if backend is not None and kinds_set & NER_ONLY:
+            finders.append(ner_finder(backend[1], frozenset(kinds_set & NER_ONLY)))
         self._finders = finders
         self._phone = phone_finder(self.config.phone_regions) if "PHONE" in kinds_set else None
         self._generic = _generic_finder(self.config.entropy_threshold) if "SECRET" in kinds_set else None
@@ -290,16 +325,29 @@ class PIIRedactor(Redactor):
         return self.config.entropy_threshold
 
     def _settings(self) -> dict[str, Any]:
-        """The configuration (never the session's placeholders or originals)."""
-        return self.config.model_dump(mode="json")
+        """The configuration (never the session's placeholders or originals); the NER keys only with a backend,
+        so settings stored before it existed compare equal."""
+        data = self.config.model_dump(mode="json")
+        if data["ner"] is None:
+            del data["ner"], data["ner_language"]
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
-        return cls(**RedactorConfig(**cls._settings_of(data)).model_dump(), **objects)
+        """A redactor with ``data``'s configuration; a spaCy or callable NER backend is an object, so it
+        must be passed again (``from_dict(data, ner=nlp)``): never silently dropped."""
+        settings = RedactorConfig(**cls._settings_of(data)).model_dump()
+        if "ner" in objects:
+            settings["ner"] = objects.pop("ner")
+        elif settings["ner"] not in (None, "presidio"):
+            raise InvalidArgumentError(f"these settings used a {settings['ner']} NER backend for names and "
+                                       "addresses: pass it again, from_dict(data, ner=...)")
+        return cls(**settings, **objects)
 
     def __repr__(self) -> str:
         return (f"PIIRedactor(kinds={list(self.kinds)}, entropy_threshold={self.entropy_threshold}, "
-                f"keep_mapping={self.keep_mapping}, phone_regions={list(self.config.phone_regions)})")
+                f"keep_mapping={self.keep_mapping}, phone_regions={list(self.config.phone_regions)}, "
+                f"ner={self.config.ner!r})")
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         raise TypeError("a PIIRedactor holds a session's secrets in memory and is not pickled; "
