@@ -62,9 +62,11 @@ from typing import Any, Literal, NamedTuple, Self
 from pydantic import Field, model_validator
 
 from contextkit.compressors._evidence_features import feature_matrix, sentence_features
+from contextkit.compressors._evidence_fuse import abstract_share, fuse
 from contextkit.compressors._evidence_score import (
     LinearScorer,
     Terms,
+    bm25_scores,
     lexical_scores,
     load_scorer,
 )
@@ -91,19 +93,24 @@ class EvidenceCompressorConfig(Settings):
     tokenizer: str = DEFAULT_TOKENIZER
     target_ratio: float | None = Field(default=None, ge=1.0, description="input over output tokens; 2.0 = half")
     max_tokens: int | None = Field(default=None, ge=0, description="cap on the output tokens of all items")
-    scorer: Literal["learned", "linear"] = Field(
-        default="learned", description="learned: the fitted logistic model; linear: the weighted mix below")
-    weights: str | None = Field(default=None, description="a weights JSON for the learned scorer; None: shipped")
+    scorer: Literal["fused", "learned", "linear"] = Field(
+        default="fused", description="fused: the learned model where the text has an abstract's form, BM25 + "
+        "cosine elsewhere; learned: the fitted logistic model; linear: the weighted mix below")
+    weights: str | None = Field(default=None, description="a weights JSON for the learned scorer (also the fused "
+                                "scorer's learned part); None: shipped")
     selection: Literal["auto", "score", "density"] = Field(
         default="auto", description="fill the budget by score, or by score per token; auto: what the learned "
-        "scorer's weights file says (density for the shipped one), score for the linear scorer")
+        "scorer's weights file says (density for the shipped one), score for the fused and linear scorers")
+    cut: bool = Field(default=True, description="spend what whole sentences leave of the budget on the leading "
+                      "words of the best sentence left out (marked as cut)")
     weight_embedding: float = Field(default=0.7, ge=0.0, description="linear scorer; and the query match "
                                     "min_relevance tests")
     weight_lexical: float = Field(default=0.3, ge=0.0)
     keep_first: bool = Field(default=False, description="always keep each passage's first sentence")
     dedup_threshold: float | None = Field(default=0.8, gt=0.0, le=1.0,
                                           description="near-duplicate Jaccard threshold; None: exact only")
-    min_sentences: int = Field(default=1, ge=0, description="best sentences kept in every item that is kept")
+    min_sentences: int = Field(default=0, ge=0, description="best sentences kept in every item that is kept "
+                               "(0: a global ranking, no share per item)")
     min_relevance: float | None = Field(default=None, description="drop an item whose best query match is lower")
     position_weight: float = Field(default=0.0, description="added score for a sentence's relative position in its "
                                    "passage (0 first .. 1 last); > 0 favours endings, < 0 the lead")
@@ -150,10 +157,10 @@ class EvidenceCompressor(Compressor):
     def __init__(self, embedder: Any = None, tokenizer: str | Tokenizer = DEFAULT_TOKENIZER,
                  target_ratio: float | None = None, max_tokens: int | None = None,
                  weight_embedding: float = 0.7, weight_lexical: float = 0.3, keep_first: bool = False,
-                 dedup_threshold: float | None = 0.8, min_sentences: int = 1, *,
+                 dedup_threshold: float | None = 0.8, min_sentences: int = 0, *,
                  min_relevance: float | None = None, position_weight: float = 0.0, separator: str = " … ",
-                 scorer: Literal["learned", "linear"] = "learned", weights: str | None = None,
-                 selection: Literal["auto", "score", "density"] = "auto") -> None:
+                 scorer: Literal["fused", "learned", "linear"] = "fused", weights: str | None = None,
+                 selection: Literal["auto", "score", "density"] = "auto", cut: bool = True) -> None:
         model = getattr(embedder, "model_name", None)
         if model is None:
             from contextkit.embedders import DEFAULT_MODEL
@@ -162,7 +169,7 @@ class EvidenceCompressor(Compressor):
         tok_name = tokenizer.name if isinstance(tokenizer, Tokenizer) else tokenizer
         self.config = EvidenceCompressorConfig(
             model=model, tokenizer=tok_name, target_ratio=target_ratio, max_tokens=max_tokens, scorer=scorer,
-            weights=None if weights is None else str(weights), selection=selection,
+            weights=None if weights is None else str(weights), selection=selection, cut=cut,
             weight_embedding=weight_embedding, weight_lexical=weight_lexical, keep_first=keep_first,
             dedup_threshold=dedup_threshold, min_sentences=min_sentences, min_relevance=min_relevance,
             position_weight=position_weight, separator=separator)
@@ -170,7 +177,7 @@ class EvidenceCompressor(Compressor):
         self._tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else None
         self._terms = Terms()
         # Bad weights fail here, by file and reason, not at the first compress().
-        self.scorer: LinearScorer | None = load_scorer(self.config.weights) if scorer == "learned" else None
+        self.scorer: LinearScorer | None = load_scorer(self.config.weights) if scorer != "linear" else None
         if self.scorer is not None and self.scorer.model and self.scorer.model != model:
             log.warning("evidence scorer weights %s were fitted with %s, the embedder is %s: its cosines may differ "
                         "in scale; refit with bench/fit_evidence_scorer.py", self.scorer.source, self.scorer.model,
@@ -181,7 +188,7 @@ class EvidenceCompressor(Compressor):
         """The selection rule in effect ("score" or "density"), ``auto`` resolved."""
         if self.config.selection != "auto":
             return self.config.selection
-        return self.scorer.selection if self.scorer is not None else "score"
+        return self.scorer.selection if self.scorer is not None and self.config.scorer == "learned" else "score"
 
     @property
     def embedder(self) -> Any:
@@ -247,11 +254,14 @@ class EvidenceCompressor(Compressor):
         chosen, forced, repeats, seen = select(passages, scores, sentence_tokens, texts, budget,
                                                self.config.min_sentences, self.config.keep_first, density)
         out, out_counts, trimmed = build(passages, chosen, forced, scores, sentence_tokens, seen, budget,
-                                         self.tokenizer, self.config.separator, density)
+                                         self.tokenizer, self.config.separator, density, self.config.cut)
         kept_sentences = self._left_out(passages, chosen, texts, seen, run)
         if run.removed["over_budget"]:
             report.fallback = (f"the budget ({budget} tokens) cannot hold min_sentences={self.config.min_sentences} "
-                               f"of every item: dropped the {run.removed['over_budget']} weakest")
+                               f"of every item: dropped the {run.removed['over_budget']} weakest"
+                               if self.config.min_sentences else
+                               f"the budget ({budget} tokens) holds no sentence of {run.removed['over_budget']} "
+                               "item(s): dropped")
         report.removed = run.removed
         report.items_out = len(out)
         report.output_tokens = sum(out_counts)
@@ -391,7 +401,11 @@ class EvidenceCompressor(Compressor):
         if self.scorer is None:  # not learned
             return list(relevance), relevance, seconds
         rows = sentence_features(texts, groups, emb, lex)
-        return self.scorer.score(feature_matrix(rows)), relevance, seconds
+        learned_scores = self.scorer.score(feature_matrix(rows))
+        if cfg.scorer == "learned":
+            return learned_scores, relevance, seconds
+        bm25 = bm25_scores(self._terms.tokens(query), [self._terms.tokens(t) for t in texts])
+        return fuse(learned_scores, bm25, emb, abstract_share(rows)), relevance, seconds
 
 
 
