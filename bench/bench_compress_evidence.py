@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import random
 import re
@@ -302,6 +303,7 @@ def run_method(name: str, claims: list[dict], ratio: float, tok, compressor: Evi
     """Rationale sentences (and whole rationale sets) kept by one method at one ratio."""
     kept = total = sets_kept = sets_total = tokens_in = tokens_out = sentences = 0
     claim_ms: list[float] = []
+    per_claim: list[int] = []
     for claim in claims:
         items = claim["items"]
         tokens_in += sum(tok.count(it.text) for it in items)
@@ -322,6 +324,7 @@ def run_method(name: str, claims: list[dict], ratio: float, tok, compressor: Evi
         located = {(d, i): s in out.get(d, "") for d, i, s in claim["rationales"]}
         kept += sum(located.values())
         total += len(located)
+        per_claim.append(sum(located.values()))
         for doc_id, sets in claim["sets"].items():
             for s in sets:
                 if all((doc_id, i) in located for i in s):
@@ -329,7 +332,7 @@ def run_method(name: str, claims: list[dict], ratio: float, tok, compressor: Evi
                     sets_kept += all(located[(doc_id, i)] for i in s)
     result = {"method": name, "ratio": ratio, "kept": kept, "total": total, "share": kept / total if total else 0.0,
               "sets_kept": sets_kept, "sets_total": sets_total, "tokens_in": tokens_in, "tokens_out": tokens_out,
-              "achieved_ratio": tokens_in / tokens_out if tokens_out else float("inf")}
+              "achieved_ratio": tokens_in / tokens_out if tokens_out else float("inf"), "per_claim": per_claim}
     if claim_ms:
         seconds = sum(claim_ms) / 1000
         result.update(sentences=sentences, seconds=seconds, sentences_per_s=sentences / seconds,
@@ -394,8 +397,19 @@ def measure(claims: list[dict], splits: list[str], ratios: list[float], methods:
                 r["vs_bm25"] = r["share"] / max(rows[0]["share"], 1e-9) if rows else 1.0
                 rows.append(r)
                 print(_row(r, split), flush=True)
+            print(f"   evidence against bm25-sent, claim by claim: {paired(rows[1], rows[0])}")
             results.extend(rows)
     return results
+
+
+def paired(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """Claims where ``a`` keeps more target sentences than ``b`` and fewer, and the two-sided
+    sign-test p of that split (exact binomial): is a difference more than chance?"""
+    more = sum(x > y for x, y in zip(a["per_claim"], b["per_claim"]))
+    fewer = sum(x < y for x, y in zip(a["per_claim"], b["per_claim"]))
+    n, k = more + fewer, min(more, fewer)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+    return f"{more} better, {fewer} worse (sign test p = {p:.2f})"
 
 
 def run_scifact(args: argparse.Namespace, methods: dict[str, Any], tok: Any, embedder: Any) -> dict[str, Any]:

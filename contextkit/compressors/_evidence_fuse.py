@@ -14,13 +14,18 @@ candidate sentences carry the form the learned priors are about:
   (:func:`~contextkit.compressors._evidence_score.bm25_scores`), both standardised over
   the call's sentences, so neither scale dominates;
 * ``learned``: the learned model's log-odds, standardised the same way;
-* the weight of ``learned`` is ``alpha``: 0 when at most :data:`GATE` ``[0]`` of the
+* the weight of ``learned`` is ``alpha`` (:func:`gate`): 0 when at most :data:`GATE` ``[0]`` of the
   sentences carry a cue of an abstract's form that prose rarely has (a reported
   finding: "we found", "results suggest", "significantly", "associated with"; or a
   section heading such as ``RESULTS``: the learned model's own cue features), 1 from
   :data:`GATE` ``[1]`` on, linear between. Statistics, methods and aims were cues too
   at first, but "%", "using" and "whether" are common in prose: a quarter of XQuAD
   questions got some learned weight, and its priors with it.
+
+Where ``alpha`` is 1 the scores are the learned model's probabilities, filled by its
+weights file's rule (score per token for the shipped one): on text of the form it was
+fitted on, the fused scorer *is* the learned one. Elsewhere the budget is filled best
+score first.
 
 The gate's two ends were chosen on SciFact *train* claims and on a quarter of the
 XQuAD articles (every fourth: ``bench/bench_compress_evidence.py`` reports them as
@@ -35,7 +40,7 @@ from collections.abc import Sequence
 
 from contextkit.compressors._evidence_features import FEATURES
 
-__all__ = ["GATE", "abstract_share", "fuse"]
+__all__ = ["GATE", "abstract_share", "fuse", "gate"]
 
 #: Shares of sentences with an abstract's form cues where the learned part starts to count, and counts fully.
 GATE: tuple[float, float] = (0.05, 0.25)
@@ -49,10 +54,15 @@ def abstract_share(rows: Sequence[Sequence[float]]) -> float:
     return sum(1 for r in rows if any(r[c] > 0 for c in _CUES)) / len(rows)
 
 
-def fuse(learned: Sequence[float], bm25: Sequence[float], cosine: Sequence[float], share: float) -> list[float]:
-    """The fused score of each sentence (see the module docstring); ``learned`` are probabilities."""
+def gate(share: float) -> float:
+    """The learned part's weight for a call whose sentences carry an abstract's cues in ``share``."""
     lo, hi = GATE
-    alpha = min(max((share - lo) / (hi - lo), 0.0), 1.0)
+    return min(max((share - lo) / (hi - lo), 0.0), 1.0)
+
+
+def fuse(learned: Sequence[float], bm25: Sequence[float], cosine: Sequence[float], alpha: float) -> list[float]:
+    """The fused score of each sentence (see the module docstring); ``learned`` are probabilities,
+    ``alpha`` the learned part's weight (:func:`gate`)."""
     relevance = [(b + c) / math.sqrt(2) for b, c in zip(_z(bm25), _z(cosine))]
     if alpha == 0.0:
         return relevance

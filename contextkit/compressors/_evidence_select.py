@@ -90,7 +90,7 @@ def select(passages: list[Passage], scores: list[float], tokens: list[int], text
 
 def build(passages: list[Passage], chosen: dict[int, set[int]], forced: dict[int, set[int]], scores: list[float],
           sentence_tokens: list[int], seen: set[str], budget: int, tok: Tokenizer, separator: str, density: bool,
-          cut: bool = False) -> tuple[list[EvidenceItem], list[int], int]:
+          cut: bool = False, min_sentences: int = 0) -> tuple[list[EvidenceItem], list[int], int]:
     """The output items and their exact counts. Trims (weakest unforced sentence first,
     then the weakest item) while the exact total is over the budget; then fills what
     the estimates left over, with exact counts, and with ``cut`` what whole sentences
@@ -102,8 +102,8 @@ def build(passages: list[Passage], chosen: dict[int, set[int]], forced: dict[int
     trimmed = out.trim(forced, scores, budget)
     if out.live and out.total < budget:  # the estimates were generous: fill what is left, with exact counts
         out.fill(scores, sentence_tokens, seen, budget, density)
-    if cut and out.total < budget:
-        cut_fill(out, passages, scores, seen, budget)
+    if cut and out.total < budget:  # a passage with no whole sentence kept only where min_sentences allows it
+        cut_fill(out, passages if min_sentences == 0 else list(out.live), scores, seen, budget)
     live = sorted(out.live, key=lambda q: q.position)
     items = [_item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok, out.cuts.get(id(p))) for p in live]
     return items, [counts[id(p)] for p in live], trimmed

@@ -62,7 +62,7 @@ from typing import Any, Literal, NamedTuple, Self
 from pydantic import Field, model_validator
 
 from contextkit.compressors._evidence_features import feature_matrix, sentence_features
-from contextkit.compressors._evidence_fuse import abstract_share, fuse
+from contextkit.compressors._evidence_fuse import abstract_share, fuse, gate
 from contextkit.compressors._evidence_score import (
     LinearScorer,
     Terms,
@@ -185,7 +185,8 @@ class EvidenceCompressor(Compressor):
 
     @property
     def selection(self) -> str:
-        """The selection rule in effect ("score" or "density"), ``auto`` resolved."""
+        """The selection rule in effect ("score" or "density"), ``auto`` resolved (for the fused
+        scorer: where the text has an abstract's form throughout, the weights file's rule)."""
         if self.config.selection != "auto":
             return self.config.selection
         return self.scorer.selection if self.scorer is not None and self.config.scorer == "learned" else "score"
@@ -245,16 +246,18 @@ class EvidenceCompressor(Compressor):
         passages = self._passages(evidence, counts, run)  # 1. duplicates and empty items
         texts = self._flatten(passages)
         # 2. scores: one embedding call for the query and every sentence
-        scores, relevance, embed_seconds = self._score(query, texts, [(p.first, len(p.spans)) for p in passages])
+        scores, relevance, embed_seconds, selection = self._score(query, texts,
+                                                                  [(p.first, len(p.spans)) for p in passages])
         passages = self._relevant(passages, relevance, run)  # 3. the query match, not the form of a finding
         self._position_prior(passages, scores)  # 4. after the relevance test: position is no evidence
         # 5. choose sentences within the budget
-        density = self.selection == "density"
+        density = selection == "density"
         sentence_tokens = self.tokenizer.count_many(texts) if texts else []
         chosen, forced, repeats, seen = select(passages, scores, sentence_tokens, texts, budget,
                                                self.config.min_sentences, self.config.keep_first, density)
         out, out_counts, trimmed = build(passages, chosen, forced, scores, sentence_tokens, seen, budget,
-                                         self.tokenizer, self.config.separator, density, self.config.cut)
+                                         self.tokenizer, self.config.separator, density, self.config.cut,
+                                         self.config.min_sentences)
         kept_sentences = self._left_out(passages, chosen, texts, seen, run)
         if run.removed["over_budget"]:
             report.fallback = (f"the budget ({budget} tokens) cannot hold min_sentences={self.config.min_sentences} "
@@ -267,7 +270,7 @@ class EvidenceCompressor(Compressor):
         report.output_tokens = sum(out_counts)
         report.details = {
             "budget": budget, "budget_mode": "max_tokens" if cap is not None else "target_ratio",
-            "target_ratio": ratio, "max_tokens": cap, "scorer": self.config.scorer, "selection": self.selection,
+            "target_ratio": ratio, "max_tokens": cap, "scorer": self.config.scorer, "selection": selection,
             "sentences_in": len(texts),
             "sentences_kept": kept_sentences, "repeated_sentences": repeats, "trimmed_after_count": trimmed,
             "dropped": run.dropped, "embedding_seconds": round(embed_seconds, 4),
@@ -390,22 +393,27 @@ class EvidenceCompressor(Compressor):
         return emb, lex, seconds
 
     def _score(self, query: str, texts: list[str], groups: list[tuple[int, int]]
-               ) -> tuple[list[float], list[float], float]:
-        """The selection scores, the query match (linear mix) of every sentence, and the embedding time."""
+               ) -> tuple[list[float], list[float], float, str]:
+        """The selection scores, the query match (linear mix) of every sentence, the embedding time
+        and the selection rule for these scores."""
         if not texts:
-            return [], [], 0.0
+            return [], [], 0.0, self.selection
         cfg = self.config
         learned = self.scorer is not None
         emb, lex, seconds = self._signals(query, texts, need_embedding=learned or cfg.weight_embedding > 0)
         relevance = [cfg.weight_embedding * e + cfg.weight_lexical * x for e, x in zip(emb, lex)]
         if self.scorer is None:  # not learned
-            return list(relevance), relevance, seconds
+            return list(relevance), relevance, seconds, self.selection
         rows = sentence_features(texts, groups, emb, lex)
         learned_scores = self.scorer.score(feature_matrix(rows))
         if cfg.scorer == "learned":
-            return learned_scores, relevance, seconds
+            return learned_scores, relevance, seconds, self.selection
+        alpha = gate(abstract_share(rows))
+        if alpha == 1.0:  # text of the form it was fitted on: the learned model as fitted, fill rule included
+            return learned_scores, relevance, seconds, cfg.selection if cfg.selection != "auto" else \
+                self.scorer.selection
         bm25 = bm25_scores(self._terms.tokens(query), [self._terms.tokens(t) for t in texts])
-        return fuse(learned_scores, bm25, emb, abstract_share(rows)), relevance, seconds
+        return fuse(learned_scores, bm25, emb, alpha), relevance, seconds, self.selection
 
 
 
