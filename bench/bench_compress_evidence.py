@@ -1,29 +1,35 @@
-"""Evidence compression on SciFact: are the rationale sentences kept?
+"""Evidence compression on SciFact and on XQuAD prose: are the sentences that matter kept?
 
 SciFact claims (``shared/data/beir_scifact/queries.jsonl``) carry, in ``metadata``,
 the cited abstracts that support or contradict them and, per abstract, the indices of
 the rationale sentences. For every claim with rationales (split by ``qrels/``: BEIR's
 ``test`` is SciFact's dev set, held out; ``train`` is what the learned scorer is fitted
-on), the query is the claim and the evidence items are *all* its cited abstracts (every
-``qrels`` document of the claim, in file order, also the ones without rationales: 38
-claims cite such an abstract too) as their ``text`` only: the rationale indices count
-SciFact's sentences of the abstract, the title is not one (``--title`` adds it as a first
-paragraph). Each method compresses the items to a ratio of 2x and 3x (output tokens at
-most input tokens / ratio, cl100k_base, all cited abstracts together) and a rationale
-sentence counts as kept when its whole text is in the output item of its abstract.
+on and the fused scorer's gate was chosen on), the query is the claim and the evidence
+items are *all* its cited abstracts (every ``qrels`` document of the claim, in file
+order, also the ones without rationales: 38 claims cite such an abstract too) as their
+``text`` only: the rationale indices count SciFact's sentences of the abstract, the
+title is not one (``--title`` adds it as a first paragraph). Each method compresses the
+items to each ratio (output tokens at most input tokens / ratio, cl100k_base, all cited
+abstracts together) and a rationale sentence counts as kept when its whole text is in
+the output item of its abstract.
+
+XQuAD-en (``--xquad``, default ``../extdata/xquad/xquad.en.json``; :func:`load_xquad`):
+each question's paragraph plus the two nearest other paragraphs of its article, the
+target the sentence holding the answer; ``dev`` (every fourth article) was looked at
+while the fused scorer was designed, ``test`` (the other 36 articles) is held out.
 
 Methods, all on the same sentence units (``split_sentences``) and the same budget:
 
-* ``evidence``: :class:`EvidenceCompressor` with its defaults (the learned scorer);
-* ``evidence-v0``: the previous defaults (0.7 MiniLM cosine + 0.3 lexical coverage);
-* ``query-sim``: the MiniLM cosine with the claim alone, same global fill;
-* ``lead``: truncation, each abstract keeps its leading sentences within its tokens / ratio;
-* ``random``: each abstract keeps sentences in a seeded random order, skipping those that
-  do not fit, until its share is full;
-* ``oracle``: the claim's budget filled with the rationale sentences first, shortest first
-  (the most rationale sentences any sentence selection can keep), then the rest.
-* with ``--ablations``: ``evidence`` with the other selection rule (``score`` where the
-  weights file says ``density``: best score first instead of best score per token).
+* ``evidence``: :class:`EvidenceCompressor` with its defaults (the fused scorer);
+* ``bm25-sent``: BM25 sentence ranking with ``bm25s`` (:func:`bm25_sentences`);
+* ``evidence-learned``: the learned scorer with the defaults it had before issue 29;
+* ``evidence-v0``: the linear mix (0.7 MiniLM cosine + 0.3 lexical), old defaults;
+* ``query-sim``: the MiniLM cosine with the query alone, one ranking;
+* on SciFact: ``lead`` (truncation), ``random`` (seeded order, same fill) and
+  ``oracle`` (the budget filled with the rationale sentences first, shortest first:
+  the most rationale sentences any sentence selection can keep);
+* with ``--ablations``: ``evidence`` without cut sentences, with ``min_sentences=1``,
+  the learned scorer with one ranking, and with the other selection rule.
 
 Where the rationale indices point. BEIR's SciFact ``text`` is the original sentence list
 (scispaCy) joined by single spaces; the list itself is not in BEIR. ``split_sentences``
@@ -34,8 +40,9 @@ shift check: the mean rank of the located sentence's MiniLM similarity to the cl
 within its abstract, against the sentences just before and after it (a mapping shifted
 by one would make a neighbour rank higher on average).
 
-Run: ``python bench/bench_compress_evidence.py`` (all claims, a few minutes on 2 busy
-cores; embedding is most of it); ``--limit 50``; ``--split test``; ``--json FILE``.
+Run: ``python bench/bench_compress_evidence.py`` (both sets, a few minutes on 2 busy
+cores; embedding is most of it); ``--sets scifact``; ``--limit 50``; ``--split test``;
+``--json FILE``.
 Refit the learned weights with ``python bench/fit_evidence_scorer.py``.
 """
 
