@@ -211,17 +211,24 @@ class _Output:
 
 def join(p: Passage, keep: set[int], separator: str, cut: tuple[int, int] | None = None) -> str:
     """The kept sentences: runs of adjacent ones as one slice, runs joined by ``separator``;
-    ``cut`` (sentence index, end offset) adds that sentence's prefix as a run of its own,
-    marked as cut by the separator that follows it, or ``separator`` stripped at the end."""
+    ``cut`` (sentence index, end offset) adds that sentence's prefix, ending its run, marked
+    as cut by the separator that follows it, or by ``separator`` stripped at the end."""
     if cut is None and len(keep) == len(p.spans):
         return p.item.text
-    pieces = [(p.spans[run[0]][0], p.item.text[p.spans[run[0]][0]:p.spans[run[-1]][1]]) for run in _runs(sorted(keep))]
-    if cut is None:
-        return separator.join(text for _, text in pieces)
-    a = p.spans[cut[0]][0]
-    pieces = sorted([*pieces, (a, p.item.text[a:cut[1]])])
-    mark = " " + separator.strip() if separator.strip() and pieces[-1][0] == a else ""  # a separator marks it too
-    return separator.join(text for _, text in pieces) + mark
+    cut_at, cut_end = cut if cut is not None else (-1, 0)
+    runs = [piece for run in _runs(sorted(keep | ({cut_at} if cut is not None else set())))
+            for piece in _split_after(run, cut_at)]
+    text = separator.join(p.item.text[p.spans[r[0]][0]:cut_end if r[-1] == cut_at else p.spans[r[-1]][1]]
+                          for r in runs)
+    return text + (" " + separator.strip() if runs and runs[-1][-1] == cut_at and separator.strip() else "")
+
+
+def _split_after(run: list[int], index: int) -> list[list[int]]:
+    """``run`` split after ``index`` (a cut sentence ends its run: the text after the cut is not shown)."""
+    if index in run and run[-1] != index:
+        k = run.index(index) + 1
+        return [run[:k], run[k:]]
+    return [run]
 
 
 def _item(p: Passage, keep: set[int], text: str, count: int, tok: Tokenizer,

@@ -119,3 +119,14 @@ class TestBudgetFill:
         whole = {s for it in _items() for s in (it.text[a:b] for a, b in split_sentences(it.text))}
         assert all(piece in whole for it in out for piece in _pieces(it))
         assert all("cut_span" not in it.metadata for it in out)
+
+    def test_cut_sentence_after_a_kept_one_reads_on(self, cl100k):
+        """A cut sentence right after a kept one continues it verbatim; the mark ends it."""
+        text = "The answer is forty two. Then more words follow here about other unrelated things entirely."
+        comp = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0)
+        cap = cl100k.count("The answer is forty two.") + 7
+        (res,), report = comp.compress([EvidenceItem("x", text)], "answer forty two", max_tokens=cap)
+        assert res.text.endswith(" …") and text.startswith(res.text[:-2])
+        assert len(res.text) > len("The answer is forty two. Then more words") and report.output_tokens <= cap
+        assert res.metadata["kept_spans"] == [list(split_sentences(text)[0])]
+        assert res.metadata["cut_span"][0] == split_sentences(text)[1][0]
