@@ -84,11 +84,14 @@ def fit(x: np.ndarray, y: np.ndarray, l2: float, names: tuple[str, ...] = FEATUR
 
 def kept_share(scorer: LinearScorer, claims: list[dict], embedder: Any, tok: Any, selection: Any,
                ratio: float = 2.0) -> dict[str, Any]:
-    """The bench's measure for ``scorer`` on ``claims`` (through the real compressor)."""
+    """The bench's measure for ``scorer`` on ``claims`` (through the real compressor, as the
+    learned scorer; the fused default mixes these weights in where the text is an abstract)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "w.json"
         path.write_text(json.dumps(scorer.to_dict()), encoding="utf-8")
-        comp = EvidenceCompressor(embedder, tokenizer=tok, weights=str(path), selection=selection)
+        # the learned scorer alone, with the defaults the shipped weights were chosen under
+        comp = EvidenceCompressor(embedder, tokenizer=tok, weights=str(path), selection=selection, scorer="learned",
+                                  min_sentences=1, cut=False)
         return run_method("evidence", claims, ratio, tok, comp, 0)
 
 

@@ -27,7 +27,7 @@ from typing import Any
 from contextkit.compressors._evidence_features import FEATURES
 from contextkit.core.errors import InvalidArgumentError
 
-__all__ = ["DEFAULT_WEIGHTS", "LinearScorer", "Terms", "lexical_scores", "load_scorer"]
+__all__ = ["DEFAULT_WEIGHTS", "LinearScorer", "Terms", "bm25_scores", "lexical_scores", "load_scorer"]
 
 #: The shipped weights (package data next to this module).
 DEFAULT_WEIGHTS = "evidence_scorer.json"
@@ -63,12 +63,16 @@ class Terms:
         self._stemmer = _stemmer()
 
     def __call__(self, text: str) -> set[str]:
+        return set(self.tokens(text))
+
+    def tokens(self, text: str) -> list[str]:
+        """The stems in order, repeats kept (what BM25 counts)."""
         words = [w for w in _TERM.findall(text.casefold()) if w not in _STOP and (len(w) > 1 or w.isdigit())]
         new = [w for w in set(words) if w not in self._stems]
         if new:
             stems = self._stemmer.stemWords(new) if self._stemmer is not None else new
             self._stems.update(zip(new, stems))
-        return {self._stems[w] for w in words}
+        return [self._stems[w] for w in words]
 
 
 def lexical_scores(query_terms: set[str], sentence_terms: Sequence[set[str]]) -> list[float]:
@@ -84,6 +88,34 @@ def lexical_scores(query_terms: set[str], sentence_terms: Sequence[set[str]]) ->
         return [0.0] * n
     return [sum(idf.get(t, 0.0) for t in query_terms & terms) / total for terms in sentence_terms]
 
+
+def bm25_scores(query_terms: Sequence[str], sentence_terms: Sequence[Sequence[str]], k1: float = 1.5,
+                b: float = 0.75) -> list[float]:
+    """Okapi BM25 (Lucene's IDF) of each sentence for the query, the sentences of one call as the corpus.
+
+    Why sentences as the corpus: a term rare among the candidate sentences is what
+    tells the answer sentence from its neighbours, whatever its frequency in the
+    language; the ranking baseline that prose questions are hard to beat on.
+    """
+    n = len(sentence_terms)
+    if not n:
+        return []
+    lengths = [len(t) for t in sentence_terms]
+    avg = sum(lengths) / n or 1.0
+    wanted = set(query_terms)
+    df = dict.fromkeys(wanted, 0)
+    counts: list[dict[str, int]] = []
+    for terms in sentence_terms:
+        tf: dict[str, int] = {}
+        for t in terms:
+            if t in wanted:
+                tf[t] = tf.get(t, 0) + 1
+        for t in tf:
+            df[t] += 1
+        counts.append(tf)
+    idf = {t: math.log(1.0 + (n - d + 0.5) / (d + 0.5)) for t, d in df.items() if d}
+    return [sum(idf[t] * f * (k1 + 1) / (f + k1 * (1 - b + b * length / avg)) for t, f in tf.items())
+            for tf, length in zip(counts, lengths)]
 
 
 # ------------------------------------------------------------------- learned

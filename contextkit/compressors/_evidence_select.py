@@ -12,7 +12,8 @@ exactly, trims the weakest optional sentences while over, and fills what is left
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import re
+from dataclasses import dataclass, field, replace
 
 from contextkit.core.records import EvidenceItem
 from contextkit.core.tokenizers import Tokenizer
@@ -88,11 +89,12 @@ def select(passages: list[Passage], scores: list[float], tokens: list[int], text
 
 
 def build(passages: list[Passage], chosen: dict[int, set[int]], forced: dict[int, set[int]], scores: list[float],
-          sentence_tokens: list[int], seen: set[str], budget: int, tok: Tokenizer, separator: str, density: bool
-          ) -> tuple[list[EvidenceItem], list[int], int]:
+          sentence_tokens: list[int], seen: set[str], budget: int, tok: Tokenizer, separator: str, density: bool,
+          cut: bool = False, min_sentences: int = 0) -> tuple[list[EvidenceItem], list[int], int]:
     """The output items and their exact counts. Trims (weakest unforced sentence first,
     then the weakest item) while the exact total is over the budget; then fills what
-    the estimates left over, with exact counts."""
+    the estimates left over, with exact counts, and with ``cut`` what whole sentences
+    cannot fill with the leading words of the best sentence left out."""
     live = [p for p in passages if id(p) in chosen]
     texts = {id(p): join(p, chosen[id(p)], separator) for p in live}
     counts = dict(zip(texts, tok.count_many(list(texts.values()))))
@@ -100,9 +102,51 @@ def build(passages: list[Passage], chosen: dict[int, set[int]], forced: dict[int
     trimmed = out.trim(forced, scores, budget)
     if out.live and out.total < budget:  # the estimates were generous: fill what is left, with exact counts
         out.fill(scores, sentence_tokens, seen, budget, density)
-    live.sort(key=lambda q: q.position)
-    items = [_item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok) for p in live]
+    if cut and out.total < budget:  # a passage with no whole sentence kept only where min_sentences allows it
+        cut_fill(out, passages if min_sentences == 0 else list(out.live), scores, seen, budget)
+    live = sorted(out.live, key=lambda q: q.position)
+    items = [_item(p, chosen[id(p)], texts[id(p)], counts[id(p)], tok, out.cuts.get(id(p))) for p in live]
     return items, [counts[id(p)] for p in live], trimmed
+
+
+#: The fewest words worth showing as a cut sentence (fewer say nothing and cost a marker).
+MIN_CUT_WORDS = 4
+_WORD_END = re.compile(r"\S(?=\s)")
+
+
+def cut_fill(out: _Output, passages: list[Passage], scores: list[float], seen: set[str], budget: int) -> None:
+    """Spend what whole sentences left of ``budget`` on the leading words of the best-scored
+    sentence left out (a verbatim prefix cut after a word, then the separator's mark):
+    a 4x budget gives 4x, not 4.6x, and a budget too small for any whole sentence still
+    shows the start of the best one. At most one cut sentence per call."""
+    pool = sorted(((scores[p.first + i], p.position, i, p) for p in passages
+                   for i in range(len(p.spans)) if i not in out.chosen.get(id(p), set())),
+                  key=lambda x: (-x[0], x[1], x[2]))
+    for _, _, i, p in pool:
+        a, b = p.spans[i]
+        if norm(p.item.text[a:b]) in seen:
+            continue
+        ends = [a + m.end() for m in _WORD_END.finditer(p.item.text[a:b])][MIN_CUT_WORDS - 1:]
+        keep = out.chosen.get(id(p), set())
+        old = out.counts.get(id(p), 0)
+        best: tuple[str, int, int] | None = None
+        lo, hi = 0, len(ends) - 1
+        while lo <= hi:  # the longest prefix that fits: counts grow with the prefix
+            mid = (lo + hi) // 2
+            text = join(p, keep, out.separator, (i, ends[mid]))
+            count = out.tok.count(text)
+            if out.total - old + count <= budget:
+                best, lo = (text, count, ends[mid]), mid + 1
+            else:
+                hi = mid - 1
+        if best is None:
+            continue
+        if id(p) not in out.chosen:
+            out.live.append(p)
+            out.chosen[id(p)], out.counts[id(p)] = set(), 0
+        out._set(p, keep, best[0], best[1])
+        out.cuts[id(p)] = (i, best[2])
+        return
 
 
 @dataclass(slots=True)
@@ -116,6 +160,7 @@ class _Output:
     total: int
     tok: Tokenizer
     separator: str
+    cuts: dict[int, tuple[int, int]] = field(default_factory=dict)  # id(passage) -> (sentence, end offset)
 
     def _set(self, p: Passage, keep: set[int], text: str, count: int) -> None:
         """Keep the sentences ``keep`` of ``p``, joined as ``text`` of ``count`` tokens."""
@@ -164,20 +209,39 @@ class _Output:
                 seen.add(key)
 
 
-def join(p: Passage, keep: set[int], separator: str) -> str:
-    """The kept sentences: runs of adjacent ones as one slice, runs joined by ``separator``."""
-    if len(keep) == len(p.spans):
+def join(p: Passage, keep: set[int], separator: str, cut: tuple[int, int] | None = None) -> str:
+    """The kept sentences: runs of adjacent ones as one slice, runs joined by ``separator``;
+    ``cut`` (sentence index, end offset) adds that sentence's prefix, ending its run, marked
+    as cut by the separator that follows it, or by ``separator`` stripped at the end."""
+    if cut is None and len(keep) == len(p.spans):
         return p.item.text
-    return separator.join(p.item.text[p.spans[run[0]][0]:p.spans[run[-1]][1]] for run in _runs(sorted(keep)))
+    cut_at, cut_end = cut if cut is not None else (-1, 0)
+    runs = [piece for run in _runs(sorted(keep | ({cut_at} if cut is not None else set())))
+            for piece in _split_after(run, cut_at)]
+    text = separator.join(p.item.text[p.spans[r[0]][0]:cut_end if r[-1] == cut_at else p.spans[r[-1]][1]]
+                          for r in runs)
+    return text + (" " + separator.strip() if runs and runs[-1][-1] == cut_at and separator.strip() else "")
 
 
-def _item(p: Passage, keep: set[int], text: str, count: int, tok: Tokenizer) -> EvidenceItem:
+def _split_after(run: list[int], index: int) -> list[list[int]]:
+    """``run`` split after ``index`` (a cut sentence ends its run: the text after the cut is not shown)."""
+    if index in run and run[-1] != index:
+        k = run.index(index) + 1
+        return [run[:k], run[k:]]
+    return [run]
+
+
+def _item(p: Passage, keep: set[int], text: str, count: int, tok: Tokenizer,
+          cut: tuple[int, int] | None = None) -> EvidenceItem:
     item = p.item
     order = sorted(keep)
     meta = {**item.metadata, "compressed_from": p.tokens, "kept_spans": [list(p.spans[i]) for i in order],
             "sentences_kept": len(order), "sentences_total": len(p.spans)}
     start, end = item.start, item.end
-    if len(order) < len(p.spans):
+    if cut is not None:  # the cut sentence's shown prefix; the text is no plain slice of the document
+        meta["cut_span"] = [p.spans[cut[0]][0], cut[1]]
+        start = end = None
+    elif len(order) < len(p.spans):
         is_slice = item.start is not None and item.end is not None and item.end - item.start == len(item.text)
         slice_start = item.start if is_slice else None  # where the passage's text starts in its document
         if len(_runs(order)) == 1 and slice_start is not None:

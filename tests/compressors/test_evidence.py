@@ -140,7 +140,7 @@ class TestEvidenceCompressor:
         out, report = compressor.compress(items, query, target_ratio=3.0)
         text = {it.id: it.text for it in out}
         assert "At sea level, pure water boils at 100 degrees Celsius." in text["w"]
-        assert "Rivers carry sediment" not in text["w"]
+        assert "b" not in text  # the unrelated passage gets none of the budget: one ranking over all sentences
         assert report.output_tokens <= report.input_tokens // 3
         assert compressor.embedder.last_report.texts == report.details["sentences_in"] + 1  # one batched call
         assert isinstance(report, CompressionReport) and report.compressor == "evidence"
@@ -346,7 +346,7 @@ class TestLearnedScorer:
         path = tmp_path / "lead.json"
         path.write_text(json.dumps({"format": "contextkit.evidence_scorer", "version": 1, "features": names,
                                     "weights": [5.0, 0.0], "mean": [0.0, 0.0], "scale": [1.0, 1.0], "bias": 0.0}))
-        comp = EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path))
+        comp = EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path), scorer="learned")
         (res,), report = comp.compress([ABSTRACT], "stroke risk", max_tokens=14)
         assert res.text == "BACKGROUND Hypertension is a leading risk factor for stroke."
         assert report.details["scorer"] == "learned" and comp.to_dict()["weights"] == str(path)
@@ -370,24 +370,25 @@ class TestLearnedScorer:
         assert str(path) in str(err.value)
 
     def test_auto_selection_follows_the_weights_file(self, tmp_path, embedder, cl100k):
-        assert EvidenceCompressor(embedder, tokenizer=cl100k).selection == load_scorer().selection
+        assert EvidenceCompressor(embedder, tokenizer=cl100k, scorer="learned").selection == load_scorer().selection
         assert EvidenceCompressor(None, tokenizer=cl100k, scorer="linear").selection == "score"
+        assert EvidenceCompressor(None, tokenizer=cl100k).selection == "score"  # the fused default
         data = {**load_scorer().to_dict(), "selection": "score"}
         path = tmp_path / "w.json"
         path.write_text(json.dumps(data))
-        comp = EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path))
+        comp = EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path), scorer="learned")
         assert comp.selection == "score"
-        assert EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path), selection="density").selection == \
-            "density"
+        assert EvidenceCompressor(embedder, tokenizer=cl100k, weights=str(path), scorer="learned",
+                                  selection="density").selection == "density"
         _, report = comp.compress([ABSTRACT], "Does drug Q lower blood pressure?", target_ratio=2.0)
         assert report.details["selection"] == "score"
 
     def test_density_selection_prefers_short_sentences_at_equal_score(self, cl100k):
         text = ("Water boils at one hundred degrees at sea level, as every cook who has ever waited for a pot "
                 "on a stove in a kitchen knows. Water boils at 100 C.")
-        by_score = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0)
+        by_score = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0, cut=False)
         by_density = EvidenceCompressor(None, tokenizer=cl100k, scorer="linear", weight_embedding=0.0,
-                                        selection="density", min_sentences=0)
+                                        selection="density", min_sentences=0, cut=False)
         (a,), _ = by_score.compress([text], "water boils", max_tokens=30)
         (b,), _ = by_density.compress([text], "water boils", max_tokens=30)
         assert a.metadata["kept_spans"] == [list(split_sentences(text)[0])]  # ties go to the first
