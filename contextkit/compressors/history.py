@@ -244,8 +244,9 @@ class HistorySummarizer(Compressor):
                 continue
             if cfg.drop_unrelated and space.qvec and space.relevance(i) == 0.0 and not s.fact:
                 continue
-            if relevance is None:  # no question: what is fact-bearing anywhere
-                asked, prior = 0.0, s.fact
+            if relevance is None:  # no question: fact-bearing anywhere (the user's own facts first) takes its place
+                prior = (s.fact + s.personal) / 2
+                asked = prior
             else:  # the cues raise relevance, they do not replace it
                 asked = relevance[i] * (1 + cfg.boost_personal * s.personal + cfg.boost_value * s.value)
                 prior = s.personal
