@@ -95,7 +95,8 @@ class OldLexical(HistorySummarizer):
     name = "old_lexical_history"
 
     def __init__(self) -> None:
-        super().__init__(weight_relevance=0.45, weight_centrality=0.15, weight_recency=0.15, weight_facts=0.25)
+        super().__init__(weight_relevance=0.45, weight_centrality=0.15, weight_recency=0.15, weight_facts=0.25,
+                         summary_max_tokens=2000)
 
     def _rank(self, sents: list[Any], space: Any, relevance: list[float] | None, turns: int) -> list[int]:
         cfg = self.config
@@ -292,6 +293,7 @@ def run_own_words(args: argparse.Namespace, convs: list[dict[str, Any]], embedde
     log(f"\nown-words set: {len(planted)} conversations (0-{len(planted) - 1}), 4 planted facts each, seed {args.seed}")
     methods: dict[str, Method] = {"contextkit lexical": summarised(HistorySummarizer(), tok.count),
                                   "contextkit+MiniLM": summarised(HistorySummarizer(embedder=embedder), tok.count),
+                                  "old lexical": summarised(OldLexical(), tok.count),
                                   "newest turns": newest_turns(tok.count)}
     rows = []
     for ratio in args.ratios:
@@ -321,7 +323,8 @@ def run_speed(convs: list[dict[str, Any]], embedder: Any) -> dict[str, Any]:
     with MiniLM on a 10,000-token history (every sentence is embedded once, then cached)."""
     tok = get_tokenizer("cl100k_base")
     out: dict[str, Any] = {}
-    for label, limit, summarizer in (("lexical", 100_000, HistorySummarizer(summary_max_tokens=2000)),
+    for label, limit, summarizer in (("old lexical", 100_000, OldLexical()),
+                                     ("lexical", 100_000, HistorySummarizer(summary_max_tokens=2000)),
                                      ("MiniLM", 10_000, HistorySummarizer(summary_max_tokens=2000, embedder=embedder))):
         long: list[Message] = []
         n_tokens = 0
