@@ -1,18 +1,27 @@
 """``HistorySummarizer``: keep the last turns verbatim, condense the older ones.
 
-The default summary is extractive and deterministic (no model, no network): the
-older turns are split into sentences, each scored by
+The summary is extractive and deterministic: the older turns are split into
+sentences, each scored by
 
-* relevance to the current question (TF-IDF cosine),
-* centrality (cosine with the centroid of all older sentences),
-* recency (later turns weigh more), and
-* fact-bearing cues (numbers, dates, names, first-person statements such as
-  "my name is", "I prefer"): what a user expects a conversation to remember,
+* relevance to the current question: TF-IDF cosine, mixed with the cosine of
+  sentence embeddings when the summarizer has an embedder (``embedder=``, e.g. the
+  index's, which ``ContextAssembler`` hands it; or ``model=`` loaded on first use), so
+  a fact asked in other words is found by meaning (no model, no network otherwise);
+* the user's own statements ("my son takes", "our flight", "I'm allergic") and a
+  number, time or name raise relevance in proportion to it: a number counts where
+  the sentence is about the question's subject, not anywhere
+  (:mod:`contextkit.compressors._history_score`);
+* a small prior for the user's own statements, more for those carrying a number or
+  a name (chit-chat numbers earn nothing; with no question: fact-bearing cues, numbers,
+  dates, names, "my name is", "I prefer", in place of relevance),
+* centrality (cosine with the centroid of all older sentences) and recency (later
+  turns weigh a little more),
 
 then chosen best-first with near-repeats skipped, until the summary's hard
 token cap is reached, and written back in conversation order with the turn and
-who said what (``- [turn 3] user: ...``). Sentence features are cached per message, so a new turn only costs the
-new message's features plus one cheap selection: the summary is incremental.
+who said what (``- [turn 3] user: ...``). Sentence features (embeddings included) are cached per
+message, so a new turn only costs the new message's features plus one cheap selection (and the
+question's embedding): the summary is incremental.
 
 Faithful by construction: sentences come from the one splitter
 (:mod:`contextkit.text`), which never cuts inside a number, a version, a date, a
@@ -251,7 +260,7 @@ class HistorySummarizer(Compressor):
                 asked = prior
             else:  # the cues raise relevance, they do not replace it
                 asked = relevance[i] * (1 + cfg.boost_personal * s.personal + cfg.boost_value * s.value)
-                prior = s.personal
+                prior = s.personal * (0.5 + 0.5 * s.value)  # the user's own statement, most of all with a payload
             score = (cfg.weight_relevance * asked + cfg.weight_centrality * space.centrality(i)
                      + cfg.weight_recency * (s.turn / turns) + cfg.weight_facts * prior)
             scored.append((score, i))
