@@ -274,8 +274,9 @@ def run_paraphrase(args: argparse.Namespace, convs: list[dict[str, Any]], embedd
     print_table("asked fact kept (every value verbatim), paraphrased questions; contextkit columns and the "
                 "baselines in one run", rows)
     for ratio, goal in ((4, 0.8), (10, 0.5)):
-        row = next((r for r in rows if r["ratio"] == f"{ratio}x"), None)
-        if row:
+        found = [r for r in rows if r["ratio"] == f"{ratio}x"]
+        if found:
+            row = found[0]
             log(f"{ratio}x: contextkit+MiniLM {row['contextkit+MiniLM']:.3f} (goal >= {goal}: "
                 f"{'met' if row['contextkit+MiniLM'] >= goal else 'NOT met'}), first+last turns "
                 f"{row['first+last turns']:.3f}, old lexical {row['old lexical']:.3f}, ratio to first+last "
