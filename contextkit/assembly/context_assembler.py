@@ -213,8 +213,10 @@ class ContextAssembler(Component):
         from contextkit.compressors.history import HistorySummarizer
 
         if self._extractive is None or self._extractive.config.summary_max_tokens != config.summary_max_tokens:
-            # Kept between calls: its per-message cache makes the next turn's summary cheap.
-            self._extractive = HistorySummarizer(summary_max_tokens=config.summary_max_tokens)
+            # Kept between calls: its per-message cache makes the next turn's summary cheap. The retriever's
+            # embedder, when it has one, finds a fact asked in other words (no second model in memory).
+            self._extractive = HistorySummarizer(summary_max_tokens=config.summary_max_tokens,
+                                                 embedder=getattr(self._retriever, "embedder", None))
         return self._extractive
 
     def _retrieve(self, retriever: Retriever, query: str, k: int | None, filters: Filters | None,

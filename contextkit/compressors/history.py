@@ -1,18 +1,27 @@
 """``HistorySummarizer``: keep the last turns verbatim, condense the older ones.
 
-The default summary is extractive and deterministic (no model, no network): the
-older turns are split into sentences, each scored by
+The summary is extractive and deterministic: the older turns are split into
+sentences, each scored by
 
-* relevance to the current question (TF-IDF cosine),
-* centrality (cosine with the centroid of all older sentences),
-* recency (later turns weigh more), and
-* fact-bearing cues (numbers, dates, names, first-person statements such as
-  "my name is", "I prefer"): what a user expects a conversation to remember,
+* relevance to the current question: TF-IDF cosine, mixed with the cosine of
+  sentence embeddings when the summarizer has an embedder (``embedder=``, e.g. the
+  index's, which ``ContextAssembler`` hands it; or ``model=`` loaded on first use), so
+  a fact asked in other words is found by meaning (no model, no network otherwise);
+* the user's own statements ("my son takes", "our flight", "I'm allergic") and a
+  number, time or name raise relevance in proportion to it: a number counts where
+  the sentence is about the question's subject, not anywhere
+  (:mod:`contextkit.compressors._history_score`);
+* a small prior for the user's own statements, more for those carrying a number or
+  a name (chit-chat numbers earn nothing; with no question: fact-bearing cues, numbers,
+  dates, names, "my name is", "I prefer", in place of relevance),
+* centrality (cosine with the centroid of all older sentences) and recency (later
+  turns weigh a little more),
 
 then chosen best-first with near-repeats skipped, until the summary's hard
 token cap is reached, and written back in conversation order with the turn and
-who said what (``- [turn 3] user: ...``). Sentence features are cached per message, so a new turn only costs the
-new message's features plus one cheap selection: the summary is incremental.
+who said what (``- [turn 3] user: ...``). Sentence features (embeddings included) are cached per
+message, so a new turn only costs the new message's features plus one cheap selection (and the
+question's embedding): the summary is incremental.
 
 Faithful by construction: sentences come from the one splitter
 (:mod:`contextkit.text`), which never cuts inside a number, a version, a date, a
@@ -27,8 +36,7 @@ out, never alter one.
 from __future__ import annotations
 
 import hashlib
-import math
-import re
+import logging
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -37,9 +45,19 @@ from typing import Any, Self
 
 from pydantic import Field
 
+from contextkit.compressors._history_score import (
+    Sentence,
+    Space,
+    dense_relevance,
+    fact_cue,
+    personal_cue,
+    scaled,
+    terms,
+    value_cue,
+)
 from contextkit.compressors.base import CompressionReport, Compressor
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS, DEFAULT_TOKENIZER
-from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError, ModelNotFoundError
 from contextkit.core.records import Message
 from contextkit.core.settings import Settings
 from contextkit.core.text import split_sentences
@@ -47,36 +65,10 @@ from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 
 __all__ = ["HistoryResult", "HistorySummarizer", "HistorySummarizerConfig", "as_messages", "split_recent"]
 
-_WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
-_FACT_CUES = re.compile(
-    r"\b(?:my|mine|i'm|i am|i've|i have|i live|i work|i was born|i prefer|i like|i love|i hate|"
-    r"call me|remember|don't forget|birthday|named|favou?rite|appointment|deadline|meeting)\b", re.I)
-_NUMBER = re.compile(r"\d")
-_NAME = re.compile(r"(?<=[a-z,;:] )[A-Z][a-z]+")
-_STOP = frozenset(
-    "a an the and or but if of to in on at by for with from as is are was were be been being it its this that "
-    "these those i you he she we they me him her us them my your his our their what which who whom do does did "
-    "so not no yes just very really too also than then there here about into over can could would should will "
-    "shall may might must have has had oh well like know think yeah okay ok".split())
-
-
-def _terms(text: str) -> list[str]:
-    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOP and len(w) > 1]
-
+log = logging.getLogger(__name__)
 
 #: Marks sentences of one turn that were not neighbours in its message (text left out between them).
 GAP = " … "
-
-
-@dataclass(slots=True)
-class _Sentence:
-    text: str
-    turn: int
-    role: str
-    terms: Counter
-    fact: float
-    ordinal: int = 0  # its place among the message's sentences
-    sep: str = " "  # the white space before it in the message (how it joins its neighbour)
 
 
 @dataclass(slots=True)
@@ -100,25 +92,44 @@ class HistorySummarizerConfig(Settings):
     keep_last: int = Field(default=6, ge=0, description="turns kept verbatim (three exchanges)")
     summary_max_tokens: int = Field(default=DEFAULT_SUMMARY_MAX_TOKENS, ge=16, description="hard cap on the summary")
     tokenizer: str = DEFAULT_TOKENIZER
-    weight_relevance: float = 0.45
-    weight_centrality: float = 0.15
-    weight_recency: float = 0.15
-    weight_facts: float = 0.25
+    model: str | None = Field(default=None, description="embedding model for relevance by meaning, loaded on first "
+                              "use when no embedder= is given ('default': all-MiniLM-L6-v2); None: lexical only")
+    weight_relevance: float = Field(default=0.6, description="relevance to the question (TF-IDF, and embeddings "
+                                    "when there is an embedder)")
+    weight_dense: float = Field(default=0.7, ge=0.0, le=1.0, description="share of relevance from embeddings")
+    boost_personal: float = Field(default=1.0, ge=0.0, description="relevance raised for the user's own facts "
+                                  "('my', 'our', 'I ...') over chit-chat")
+    boost_value: float = Field(default=0.5, ge=0.0, description="relevance raised for a number, time or name: "
+                               "counts only as far as the sentence is about the question's subject")
+    weight_centrality: float = 0.05
+    weight_recency: float = 0.05
+    weight_facts: float = Field(default=0.15, description="fact-bearing sentences (the user's own statements; "
+                                "with no question, also numbers and names)")
     drop_unrelated: bool = Field(default=False, description="drop older turns with nothing in common with the question")
     redundancy: float = Field(default=0.6, description="skip a sentence sharing this share of terms with a chosen one")
 
 
 class HistorySummarizer(Compressor):
-    """Extractive, offline, deterministic history compression (see the module docstring)."""
+    """Extractive, offline, deterministic history compression (see the module docstring).
+
+    ``embedder`` (an :class:`~contextkit.embedders.Embedder`, e.g. the one an index's
+    retriever holds) lets relevance find a fact asked in other words; without one, and
+    with no ``model`` to load, relevance is lexical. A model that cannot be loaded falls
+    back to lexical relevance, said in the report's ``fallback``.
+    """
 
     name = "extractive_history"
 
-    def __init__(self, tokenizer: str | Tokenizer | None = None, **options: Any) -> None:
+    def __init__(self, tokenizer: str | Tokenizer | None = None, *, embedder: Any = None, **options: Any) -> None:
         if isinstance(tokenizer, str):
             options["tokenizer"] = tokenizer
+        if embedder is not None and getattr(embedder, "model_name", None):
+            options.setdefault("model", embedder.model_name)
         self.config = HistorySummarizerConfig(**options)
         self._tokenizer = tokenizer if isinstance(tokenizer, Tokenizer) else None
-        self._features: dict[bytes, list[_Sentence]] = {}  # message hash -> its sentences (the rolling cache)
+        self._embedder = embedder
+        self._embedder_error: str | None = None  # why the configured model could not be loaded
+        self._features: dict[bytes, list[Sentence]] = {}  # message hash -> its sentences (the rolling cache)
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -126,12 +137,30 @@ class HistorySummarizer(Compressor):
             self._tokenizer = get_tokenizer(self.config.tokenizer)
         return self._tokenizer
 
+    @property
+    def embedder(self) -> Any:
+        """The embedder relevance uses: the one given, else ``model`` loaded on first use; None for
+        lexical relevance (no model configured, or it could not be loaded)."""
+        if self._embedder is None and self.config.model and self._embedder_error is None:
+            from contextkit.embedders import Embedder
+
+            try:
+                self._embedder = Embedder(self.config.model)
+                _ = self._embedder.dim  # load it now: a missing model fails here, not mid-summary
+            except (ModelNotFoundError, ImportError, OSError) as exc:
+                self._embedder = None
+                self._embedder_error = f"embedding model {self.config.model!r} not loaded ({exc}); lexical relevance"
+                log.warning("history summaries: %s", self._embedder_error)
+        return self._embedder
+
     def to_dict(self) -> dict[str, Any]:
+        """The configuration (an embedder as its model name), for :meth:`from_dict`."""
         return {"type": "HistorySummarizer", **self.config.model_dump()}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], **objects: Any) -> Self:
-        """Rebuild from :meth:`to_dict`; ``tokenizer=`` may pass a :class:`Tokenizer` object."""
+        """Rebuild from :meth:`to_dict`; ``tokenizer=`` may pass a :class:`Tokenizer` object and
+        ``embedder=`` an embedder (else the saved ``model`` is loaded on first use)."""
         return cls(**{**cls._settings_of(data), **objects})
 
     # ----------------------------------------------------------------- public
@@ -165,7 +194,7 @@ class HistorySummarizer(Compressor):
         return self.compress(messages, query, keep_last=0, max_tokens=max_tokens).summary or ""
 
     # ------------------------------------------------------------- internals
-    def _sentences(self, msg: Message, turn: int) -> list[_Sentence]:
+    def _sentences(self, msg: Message, turn: int) -> list[Sentence]:
         key = hashlib.blake2b(f"{msg.role}\0{msg.content}".encode("utf-8", "surrogatepass"), digest_size=12).digest()
         cached = self._features.get(key)
         if cached is None:
@@ -173,13 +202,16 @@ class HistorySummarizer(Compressor):
             previous_end = 0
             for ordinal, (a, b) in enumerate(split_sentences(msg.content)):
                 text = msg.content[a:b]
-                cue = bool(_FACT_CUES.search(text)) + bool(_NUMBER.search(text)) + bool(_NAME.search(text))
                 sep = msg.content[previous_end:a] if ordinal else " "
-                cached.append(_Sentence(text, -1, msg.role, Counter(_terms(text)), min(cue, 2) / 2, ordinal,
-                                        sep if sep and "\n" not in sep else " "))
+                cached.append(Sentence(text, -1, msg.role, Counter(terms(text)), fact_cue(text),
+                                       personal_cue(text, msg.role), value_cue(text), ordinal,
+                                       sep if sep and "\n" not in sep else " "))
                 previous_end = b
             self._features[key] = cached
-        return [_Sentence(s.text, turn, s.role, s.terms, s.fact, s.ordinal, s.sep) for s in cached]
+        # Copies with this call's turn (a plain constructor: cheaper than dataclasses.replace on thousands
+        # of sentences); the vector box stays shared.
+        return [Sentence(s.text, turn, s.role, s.terms, s.fact, s.personal, s.value, s.ordinal, s.sep, s.vector)
+                for s in cached]
 
     def _summarise(self, older: list[Message], query: str | None, cap: int, report: CompressionReport) -> str | None:
         """Score the older turns' sentences, choose the best within ``cap``, render them."""
@@ -187,7 +219,8 @@ class HistorySummarizer(Compressor):
         report.details["sentences"] = len(sents)
         if not sents or cap <= 0:
             return None
-        ranked = self._rank(sents, _Space.build(sents, query), turns=max(len(older) - 1, 1))
+        space = Space.build(sents, query)
+        ranked = self._rank(sents, space, self._relevance(sents, space, query, report), turns=max(len(older) - 1, 1))
         header = f"Earlier ({len(older)} turns, excerpts):"
         chosen = self._choose(ranked, sents, cap - self.tokenizer.count(header + "\n"))
         report.removed["sentences"] = len(sents) - len(chosen)
@@ -195,23 +228,46 @@ class HistorySummarizer(Compressor):
             return None
         return self._render(header, [sents[i] for i in sorted(chosen)], cap)
 
-    def _rank(self, sents: list[_Sentence], space: _Space, turns: int) -> list[int]:
+    def _relevance(self, sents: list[Sentence], space: Space, query: str | None,
+                   report: CompressionReport) -> list[float] | None:
+        """Each sentence's relevance to ``query`` relative to this conversation (0..1): lexical,
+        mixed with the embeddings' when there is an embedder; None without a question."""
+        if not query or not query.strip():
+            return None
+        lexical = scaled([space.relevance(i) for i in range(len(sents))])
+        embedder = self.embedder
+        if self._embedder_error:
+            report.fallback = self._embedder_error
+        if embedder is None or self.config.weight_dense == 0.0:
+            report.details["relevance"] = "lexical"
+            return lexical
+        report.details["relevance"] = "lexical+dense"
+        dense = scaled(dense_relevance(embedder, sents, query))
+        w = self.config.weight_dense
+        return [w * d + (1 - w) * x for d, x in zip(dense, lexical, strict=True)]
+
+    def _rank(self, sents: list[Sentence], space: Space, relevance: list[float] | None, turns: int) -> list[int]:
         """Indices of the sentences worth keeping, best first (the weighted mix of the module docstring)."""
         cfg = self.config
         scored = []
         for i, s in enumerate(sents):
             if not space.vecs[i]:  # "Right." "Haha!": nothing to remember
                 continue
-            rel = space.relevance(i)
-            if cfg.drop_unrelated and space.qvec and rel == 0.0 and not s.fact:
+            if cfg.drop_unrelated and space.qvec and space.relevance(i) == 0.0 and not s.fact:
                 continue
-            score = (cfg.weight_relevance * rel + cfg.weight_centrality * space.centrality(i)
-                     + cfg.weight_recency * (s.turn / turns) + cfg.weight_facts * s.fact)
+            if relevance is None:  # no question: fact-bearing anywhere (the user's own facts first) takes its place
+                prior = (s.fact + s.personal) / 2
+                asked = prior
+            else:  # the cues raise relevance, they do not replace it
+                asked = relevance[i] * (1 + cfg.boost_personal * s.personal + cfg.boost_value * s.value)
+                prior = s.personal * (0.5 + 0.5 * s.value)  # the user's own statement, most of all with a payload
+            score = (cfg.weight_relevance * asked + cfg.weight_centrality * space.centrality(i)
+                     + cfg.weight_recency * (s.turn / turns) + cfg.weight_facts * prior)
             scored.append((score, i))
         scored.sort(key=lambda x: (-x[0], x[1]))
         return [i for _, i in scored]
 
-    def _choose(self, ranked: list[int], sents: list[_Sentence], budget: int) -> list[int]:
+    def _choose(self, ranked: list[int], sents: list[Sentence], budget: int) -> list[int]:
         """Take sentences best first while their lines fit ``budget`` tokens, skipping near-repeats."""
         chosen: list[int] = []
         for i in ranked:
@@ -226,10 +282,10 @@ class HistorySummarizer(Compressor):
                 break
         return chosen
 
-    def _render(self, header: str, chosen: list[_Sentence], cap: int) -> str:
+    def _render(self, header: str, chosen: list[Sentence], cap: int) -> str:
         """One line per turn, ``- [turn N] role: ...`` (N counts from 1), its sentences verbatim."""
         lines: list[str] = [header]
-        last: _Sentence | None = None
+        last: Sentence | None = None
         for s in chosen:
             if last is not None and s.turn == last.turn:
                 lines[-1] += (s.sep if s.ordinal == last.ordinal + 1 else GAP) + s.text
@@ -241,44 +297,6 @@ class HistorySummarizer(Compressor):
             lines.pop()
             text = "\n".join(lines)
         return text
-
-
-@dataclass(slots=True)
-class _Space:
-    """TF-IDF vectors of the older sentences, their norms, their centroid and the query's vector."""
-
-    vecs: list[dict[str, float]]
-    norms: list[float]
-    centroid: dict[str, float]
-    c_norm: float
-    qvec: dict[str, float]
-    q_norm: float
-
-    @classmethod
-    def build(cls, sents: list[_Sentence], query: str | None) -> _Space:
-        df = Counter(t for s in sents for t in s.terms)
-        n = len(sents)
-        idf = {t: math.log((1 + n) / (1 + c)) + 1.0 for t, c in df.items()}
-        vecs = [{t: c * idf[t] for t, c in s.terms.items()} for s in sents]
-        norms = [math.sqrt(sum(v * v for v in vec.values())) or 1.0 for vec in vecs]
-        centroid: dict[str, float] = {}
-        for vec, norm in zip(vecs, norms):
-            for t, v in vec.items():
-                centroid[t] = centroid.get(t, 0) + v / norm
-        c_norm = math.sqrt(sum(v * v for v in centroid.values())) or 1.0
-        qvec = {t: c * idf.get(t, 1.0) for t, c in Counter(_terms(query or "")).items()}
-        q_norm = math.sqrt(sum(v * v for v in qvec.values())) or 1.0
-        return cls(vecs, norms, centroid, c_norm, qvec, q_norm)
-
-    def relevance(self, i: int) -> float:
-        """Cosine of sentence ``i`` with the query (0 without a query)."""
-        if not self.qvec:
-            return 0.0
-        return sum(v * self.qvec.get(t, 0.0) for t, v in self.vecs[i].items()) / (self.norms[i] * self.q_norm)
-
-    def centrality(self, i: int) -> float:
-        """Cosine of sentence ``i`` with the centroid of all the older sentences."""
-        return sum(v * self.centroid[t] for t, v in self.vecs[i].items()) / (self.norms[i] * self.c_norm)
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
