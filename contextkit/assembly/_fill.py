@@ -12,9 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextkit.assembly._prune import head_and_tail, prune_to_fit
+from contextkit.assembly._cut_forms import cut_passage
+from contextkit.assembly._prune import head_and_tail
 from contextkit.assembly._states import SUMMARY_ROLE, TAKEN, ItemStatus, Role, SectionStatus
-from contextkit.assembly.render import Renderer, cut_inside
+from contextkit.assembly.render import Renderer, cut_inside, plain_text
 from contextkit.assembly.sections import Section
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
 from contextkit.core.text import Deduplicator, truncate_at_sentence
@@ -50,6 +51,7 @@ class _Entry:
     shown: str | None = None  # the body as rendered when truncated
     role: str | None = None  # messages
     counted: tuple[str, int, str] | None = None  # last block rendered, its exact count, the body it shows
+    focus: tuple[int, int] | None = None  # a merged passage: where its best part's own text lies in ``raw``
     _body: str | None = None
 
     @property
@@ -81,6 +83,7 @@ class SectionFill:
     query: str | None = None
     compression: list[Any] = field(default_factory=list)
     relevance: Any = None  # evidence: the RelevanceReport of the gate
+    lean: bool = False  # evidence under a tight budget: tags carry the id alone (see :meth:`attributes`)
     invisible_removed: int = 0  # invisible characters taken out of the untrusted text (set on the first fill)
 
     # ----------------------------------------------------------- estimates
@@ -105,8 +108,19 @@ class SectionFill:
             e.body_tokens = self.count(e.body)
         return e.body_tokens
 
+    def attributes(self, e: _Entry) -> dict[str, str]:
+        """The tag's attributes: all of them, or under a tight budget (:attr:`lean`) the id alone, and the
+        source only where the id does not already name it (a chunk's id is its source, ``::`` and a number).
+
+        Why: at a few hundred tokens the source written twice, the score and the truncated flag took
+        about 40 tokens a document, as much as the passage's answer sentence."""
+        if not self.lean:
+            return {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
+        ident, source = e.attrs.get("id", e.id), e.attrs.get("source", "")
+        return {"id": ident} if not source or ident.startswith(source) else {"id": ident, "source": source}
+
     def entry_block(self, e: _Entry, body: str) -> str:
-        attrs = {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
+        attrs = self.attributes(e)
         if self.section.messages is not None:
             return self.renderer.message_block(e.role or "user", body, attrs)
         return self.renderer.item_block(body, attrs)
@@ -188,7 +202,7 @@ class SectionFill:
                 room -= need
                 continue
             full = True
-            if self.section.messages is None and self._cut(e, room - (need - self.body_tokens(e)) - 1):
+            if self.section.messages is None and self.shorten(e, room - (need - self.body_tokens(e)) - 1):
                 room -= self.entry_estimate(e, e.shown)
                 continue
             e.status, e.reason = ItemStatus.DROPPED, "budget"
@@ -201,26 +215,37 @@ class SectionFill:
         self._entry_blocks()
         return sum(b.tokens for b in self.blocks)
 
-    def _cut(self, e: _Entry, room: int) -> bool:
-        """Evidence that does not fit: cut at a sentence end, else pruned to the sentences that bear on
-        the question (:mod:`._prune`); False when neither fits ``room``."""
-        shown = self.truncate(e.body, room)
-        if shown:
-            e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
-            return True
-        kept: list[tuple[str, int, int]] = []
-
-        def prune(text: str, max_tokens: int) -> str | None:
-            pruned = prune_to_fit(text, self.query, max_tokens, self.tokenizer)
-            kept.extend([pruned] if pruned else [])
-            return pruned[0] if pruned else None
-
-        shown = cut_inside(e.body, room, prune, self.count)
-        if shown is None:
+    def shorten(self, e: _Entry, max_tokens: int) -> bool:
+        """Evidence ``e`` in a form whose body fits ``max_tokens`` (see :meth:`form`), marked truncated;
+        False when no form fits."""
+        form = self.form(e, max_tokens)
+        if form is None:
             return False
-        e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
-        e.detail = f"pruned to {kept[0][1]} of {kept[0][2]} sentences to fit"
+        shown, detail = form
+        if shown == e.body:
+            e.status, e.shown, e.reason, e.detail = ItemStatus.INCLUDED, None, None, None
+        else:
+            e.status, e.shown, e.reason, e.detail = ItemStatus.TRUNCATED, shown, "budget", detail
         return True
+
+    def form(self, e: _Entry, max_tokens: int) -> tuple[str, str | None] | None:
+        """``(body, detail)``: evidence ``e`` within ``max_tokens`` body tokens, or None when nothing fits.
+
+        The whole body when it fits. A merged passage is cut from its best part's own text, so the id
+        on its tag names the text shown: that part and what follows it, cut at a sentence end, when the
+        part fits whole; else the part alone, cut as any passage is (:func:`._cut_forms.cut_passage`)."""
+        if self.body_tokens(e) <= max_tokens and self.count(e.body) <= max_tokens:
+            return e.body, None
+        body = e.body
+        if e.focus is not None:
+            start, end = e.focus
+            shown = self.truncate(e.escape(e.raw[start:]), max_tokens)
+            own = e.raw[start:end].rstrip()
+            shown_chars = len(plain_text(shown) if self.renderer.format == "xml" else shown) if shown else 0
+            if shown is not None and shown_chars >= len(own):
+                return shown, f"cut to {e.id}'s own text and what follows it" if start else None
+            body = e.escape(own)
+        return cut_passage(body, self.query, max_tokens, self.tokenizer)
 
     def _fill_history(self, cap: int) -> int:
         """Newest turns verbatim; the turns that do not fit become one summary entry."""

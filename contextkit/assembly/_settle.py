@@ -120,16 +120,18 @@ def _weakest_first(f: SectionFill, taken: list[_Entry]) -> list[_Entry]:
 
 
 def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
-    """Drop ``e`` when the excess is at least its size, else cut it at a sentence end; the excess left."""
+    """Drop ``e`` when the excess is at least its size, else cut it shorter (:meth:`SectionFill.form`);
+    the excess left. The section's last evidence item is cut, not dropped, while any form of it fits."""
     current = e.current
     size = e.counted[1] if e.counted is not None and e.counted[2] is current else f.entry_estimate(e, current)
-    shown = None
-    if f.section.messages is None and not whole and size > excess:
-        shown = f.truncate(current, f.count(current) - excess - 2)
-    if shown and shown != current:
-        e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
+    last = sum(1 for x in f.entries if x.status in TAKEN) == 1
+    form = None
+    if f.section.messages is None and not whole and (size > excess or last):
+        form = f.form(e, f.count(current) - excess - 2)
+    if form is not None and form[0] != current and len(form[0]) < len(current):
+        e.status, e.shown, e.reason, e.detail = ItemStatus.TRUNCATED, form[0], "budget", form[1]
         return 0
-    e.status, e.reason, e.shown = ItemStatus.DROPPED, "budget", None
+    e.status, e.reason, e.shown, e.detail = ItemStatus.DROPPED, "budget", None, None
     return excess - size
 
 
@@ -144,15 +146,15 @@ def grow(f: SectionFill, room: int) -> bool:
         cut = _next_candidate(f)
         if cut is None:
             return False
-        shown = f.truncate(cut.body, room - f.entry_estimate(cut, "") - 2)
+        before, max_tokens = "", room - f.entry_estimate(cut, "") - 2
     else:
-        shown = f.truncate(cut.body, f.count(cut.current) + room - 2)
-        if shown and len(shown) <= len(cut.current):
-            return False
-    if not shown:
+        before, max_tokens = cut.current, f.count(cut.current) + room - 2
+    form = f.form(cut, max_tokens)
+    if form is None or len(form[0]) <= len(before):
         return False
-    cut.status, cut.shown, cut.reason = ((ItemStatus.INCLUDED, None, None) if shown == cut.body
-                                         else (ItemStatus.TRUNCATED, shown, "budget"))
+    cut.status, cut.shown, cut.reason, cut.detail = (
+        (ItemStatus.INCLUDED, None, None, None) if form[0] == cut.body
+        else (ItemStatus.TRUNCATED, form[0], "budget", form[1]))
     _rebuild(f)
     return True
 

@@ -1,0 +1,81 @@
+"""One evidence passage cut to a token cap, in the form that keeps most of what bears on the question.
+
+Why: under a small budget the best passage rarely fits whole, and which part of it goes in
+decides whether the answer does. Its start (the old cut) holds the answer only by chance; the
+sentences that share most words with the question hold it far more often. So a passage that
+must be cut keeps, in this order of preference:
+
+1. with a question, its sentences that share most words with it (:func:`._prune.prune_to_fit`:
+   verbatim, in document order, gaps marked `` … ``; when they lead the passage this is a plain
+   cut at a sentence end); without one, a cut at a sentence end, else the same pruning;
+2. as a last resort, when not one whole sentence fits, the sentence that shares most words
+   with the question cut at a token boundary, the cut marked ``…``: a prompt must not go out
+   without evidence when some of it fits.
+
+Cuts work on the body as it goes in the prompt (inside its CDATA section, if any; never
+inside an entity), so their counts are the prompt's.
+"""
+
+from __future__ import annotations
+
+from contextkit.assembly._prune import prune_to_fit, terms
+from contextkit.assembly.render import cut_inside
+from contextkit.core.text import split_sentences, truncate_at_sentence
+from contextkit.core.tokenizers import Tokenizer
+
+__all__ = ["MIN_TOKENS", "cut_passage", "token_cut"]
+
+#: The smallest piece of a passage worth its tag: fewer tokens than this and the passage is left out.
+MIN_TOKENS = 4
+ELLIPSIS = "…"
+
+
+def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, str | None] | None:
+    """``(body shown, detail)`` within ``max_tokens`` tokens, or None when not even a piece fits."""
+    count = tokenizer.count
+    details: list[str] = []
+
+    def prune(text: str, n: int) -> str | None:
+        pruned = prune_to_fit(text, query, n, tokenizer)
+        if pruned is None:
+            return None
+        if pruned[1] < pruned[2]:
+            details.append(f"pruned to {pruned[1]} of {pruned[2]} sentences to fit")
+        return pruned[0]
+
+    def cut(text: str, n: int) -> str | None:
+        return truncate_at_sentence(text, n, tokenizer)
+
+    steps = (prune, cut) if terms(query or "") else (cut, prune)
+    for step in steps:
+        details.clear()
+        shown = cut_inside(body, max_tokens, step, count)
+        if shown:
+            return shown, details[0] if details else None
+    shown = cut_inside(body, max_tokens, lambda t, n: token_cut(t, query, n, tokenizer), count)
+    return (shown, "one sentence cut at a token boundary to fit") if shown else None
+
+
+def token_cut(text: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> str | None:
+    """The sentence of ``text`` that shares most words with ``query`` (ties: the first), cut at a token
+    boundary within ``max_tokens`` and marked ``…``; None under :data:`MIN_TOKENS`."""
+    if max_tokens < MIN_TOKENS:
+        return None
+    spans = split_sentences(text) or [(0, len(text))]
+    wanted = terms(query or "")
+    a, b = min(spans, key=lambda s: (-len(terms(text[s[0]:s[1]]) & wanted), s[0]))
+    sentence = text[a:b]
+    ids, ends = tokenizer.encode_with_offsets(sentence)
+    if len(ids) <= max_tokens:
+        return sentence
+    keep = max_tokens - 1  # the mark takes a token
+    end = -1
+    while keep > 0 and end < 0:  # a token that ends inside a character reports -1
+        end = int(ends[keep - 1])
+        keep -= 1
+    piece = sentence[: max(end, 0)]
+    amp = piece.rfind("&")
+    if amp >= 0 and ";" not in piece[amp:]:  # never half an entity (&amp; &lt;)
+        piece = piece[:amp]
+    piece = piece.rstrip()
+    return piece + ELLIPSIS if piece.strip() else None
