@@ -5,9 +5,9 @@ decides whether the answer does. Its start (the old cut) holds the answer only b
 sentences that share most words with the question hold it far more often. So a passage that
 must be cut keeps, in this order of preference:
 
-1. with a question, its sentences that share most words with it (:func:`._prune.prune_to_fit`:
-   verbatim, in document order, gaps marked `` … ``; when they lead the passage this is a plain
-   cut at a sentence end); without one, a cut at a sentence end, else the same pruning;
+1. a cut at a sentence end, when it keeps the sentence that shares most words with the
+   question; else its sentences that share most words with the question
+   (:func:`._prune.prune_to_fit`: verbatim, in document order, gaps marked `` … ``);
 2. as a last resort, when not one whole sentence fits, the sentence that shares most words
    with the question cut at a token boundary, the cut marked ``…``: a prompt must not go out
    without evidence when some of it fits.
@@ -32,28 +32,37 @@ ELLIPSIS = "…"
 
 def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, str | None] | None:
     """``(body shown, detail)`` within ``max_tokens`` tokens, or None when not even a piece fits."""
-    count = tokenizer.count
     details: list[str] = []
 
-    def prune(text: str, n: int) -> str | None:
+    def best(text: str, n: int) -> str | None:
+        cut = truncate_at_sentence(text, n, tokenizer)
+        top = _top_sentence(text, query)
+        if cut is not None and (top is None or len(cut) >= len(text[: top[1]].rstrip())):
+            return cut  # the sentence that bears most on the question is in the cut
         pruned = prune_to_fit(text, query, n, tokenizer)
         if pruned is None:
-            return None
+            return cut
         if pruned[1] < pruned[2]:
             details.append(f"pruned to {pruned[1]} of {pruned[2]} sentences to fit")
         return pruned[0]
 
-    def cut(text: str, n: int) -> str | None:
-        return truncate_at_sentence(text, n, tokenizer)
-
-    steps = (prune, cut) if terms(query or "") else (cut, prune)
-    for step in steps:
-        details.clear()
-        shown = cut_inside(body, max_tokens, step, count)
-        if shown:
-            return shown, details[0] if details else None
-    shown = cut_inside(body, max_tokens, lambda t, n: token_cut(t, query, n, tokenizer), count)
+    shown = cut_inside(body, max_tokens, best, tokenizer.count)
+    if shown:
+        return shown, details[-1] if details else None
+    shown = cut_inside(body, max_tokens, lambda t, n: token_cut(t, query, n, tokenizer), tokenizer.count)
     return (shown, "one sentence cut at a token boundary to fit") if shown else None
+
+
+def _top_sentence(text: str, query: str | None) -> tuple[int, int] | None:
+    """The span of the sentence of ``text`` sharing most words with ``query`` (ties: the first); None
+    when none shares a word."""
+    wanted = terms(query or "")
+    if not wanted:
+        return None
+    spans = split_sentences(text)
+    scored = [(len(terms(text[a:b]) & wanted), -a, (a, b)) for a, b in spans]
+    top = max(scored, default=None)
+    return top[2] if top is not None and top[0] > 0 else None
 
 
 def token_cut(text: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> str | None:
@@ -62,8 +71,7 @@ def token_cut(text: str, query: str | None, max_tokens: int, tokenizer: Tokenize
     if max_tokens < MIN_TOKENS:
         return None
     spans = split_sentences(text) or [(0, len(text))]
-    wanted = terms(query or "")
-    a, b = min(spans, key=lambda s: (-len(terms(text[s[0]:s[1]]) & wanted), s[0]))
+    a, b = _top_sentence(text, query) or spans[0]
     sentence = text[a:b]
     ids, ends = tokenizer.encode_with_offsets(sentence)
     if len(ids) <= max_tokens:

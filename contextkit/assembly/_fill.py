@@ -119,6 +119,11 @@ class SectionFill:
         ident, source = e.attrs.get("id", e.id), e.attrs.get("source", "")
         return {"id": ident} if not source or ident.startswith(source) else {"id": ident, "source": source}
 
+    def cut_tag_tokens(self, e: _Entry) -> int:
+        """The tokens of ``e``'s tags once it is cut (with the truncated flag, unless lean)."""
+        attrs = self.attributes(e) if self.lean else {**e.attrs, "truncated": "true"}
+        return self.count(self.renderer.item_block("", attrs))
+
     def entry_block(self, e: _Entry, body: str) -> str:
         attrs = self.attributes(e)
         if self.section.messages is not None:
@@ -202,7 +207,7 @@ class SectionFill:
                 room -= need
                 continue
             full = True
-            if self.section.messages is None and self.shorten(e, room - (need - self.body_tokens(e)) - 1):
+            if self.section.messages is None and self.shorten(e, room - self.cut_tag_tokens(e) - 1):
                 room -= self.entry_estimate(e, e.shown)
                 continue
             e.status, e.reason = ItemStatus.DROPPED, "budget"
@@ -236,6 +241,15 @@ class SectionFill:
         part fits whole; else the part alone, cut as any passage is (:func:`._cut_forms.cut_passage`)."""
         if self.body_tokens(e) <= max_tokens and self.count(e.body) <= max_tokens:
             return e.body, None
+        for _ in range(3):  # a cut re-encoded can merge differently at its ends: ask again for less
+            form = self._cut_form(e, max_tokens)
+            over = self.count(form[0]) - max_tokens if form is not None else 0
+            if over <= 0:
+                return form
+            max_tokens -= over
+        return None
+
+    def _cut_form(self, e: _Entry, max_tokens: int) -> tuple[str, str | None] | None:
         body = e.body
         if e.focus is not None:
             start, end = e.focus

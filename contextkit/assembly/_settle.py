@@ -146,7 +146,7 @@ def grow(f: SectionFill, room: int) -> bool:
         cut = _next_candidate(f)
         if cut is None:
             return False
-        before, max_tokens = "", room - f.entry_estimate(cut, "") - 2
+        before, max_tokens = "", room - f.cut_tag_tokens(cut) - 2
     else:
         before, max_tokens = cut.current, f.count(cut.current) + room - 2
     form = f.form(cut, max_tokens)
