@@ -20,7 +20,9 @@ the assembler must never pass the budget), and the assembler's ratio to each bas
         [--budgets 150 300] [--cache DIR] [--json FILE]
 
 The index is built once under ``--cache`` (default: a folder in the system temp dir) and
-reused. Without the data: ``git clone https://github.com/google-deepmind/xquad ../extdata/xquad``.
+reused; its documents are ingested from there as ``paragraphs`` (ids ``paragraphs/p0.txt::0``,
+as ``contextkit ingest paragraphs`` writes them: an absolute path in every id costs about 10
+tokens a tag more). Without the data: ``git clone https://github.com/google-deepmind/xquad ../extdata/xquad``.
 """
 
 from __future__ import annotations
@@ -91,7 +93,12 @@ def open_index(paragraphs: list[str], cache: Path) -> Any:
         for i, text in enumerate(paragraphs):
             (docs / f"p{i}.txt").write_text(text + "\n", encoding="utf-8")
         log(f"ingesting {len(paragraphs)} paragraphs into {index_dir} (once)")
-        ingest([docs], index_dir)
+        here = Path.cwd()
+        os.chdir(cache)  # ids as `contextkit ingest paragraphs` writes them there: paragraphs/p0.txt::0
+        try:
+            ingest([Path("paragraphs")], index_dir)
+        finally:
+            os.chdir(here)
     return Index.open(index_dir, read_only=True)
 
 

@@ -259,7 +259,7 @@ class SectionFill:
             if shown is not None and shown_chars >= len(own):
                 return shown, f"cut to {e.id}'s own text and what follows it" if start else None
             body = e.escape(own)
-        return cut_passage(body, self.query, max_tokens, self.tokenizer)
+        return cut_passage(body, self.query, max_tokens, self.tokenizer, fill_rest=self.lean)
 
     def _fill_history(self, cap: int) -> int:
         """Newest turns verbatim; the turns that do not fit become one summary entry."""

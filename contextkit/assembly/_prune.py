@@ -14,7 +14,7 @@ runs on prompts of a million tokens); the retriever already judged the passage r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
 
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
@@ -33,36 +33,47 @@ def terms(text: str) -> set[str]:
     return {w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP}
 
 
-def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int, int] | None:
+def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer,
+                 rest: Callable[[str, int], str] | None = None) -> tuple[str, int, int] | None:
     """``(text, sentences kept, sentences in all)``: the passage's sentences that share most words
     with ``query`` (ties: earlier first) while they fit ``max_tokens``; None when not one fits
-    or ``max_tokens`` is under 8 (a shorter remnant is not worth its tags)."""
+    or ``max_tokens`` is under 8 (a shorter remnant is not worth its tags).
+
+    ``rest(sentence, tokens)`` (a tight budget): the room the whole sentences leave goes to the best
+    sentence left out, as ``rest`` cuts it (a piece up to a token boundary, marked), in its place."""
     if max_tokens < 8:
         return None
     spans = split_sentences(body)
     wanted = terms(query or "")
     ranked = sorted(range(len(spans)), key=lambda i: (-len(terms(body[spans[i][0]:spans[i][1]]) & wanted), i))
     counts = tokenizer.count_many([body[a:b] for a, b in spans]) if spans else []
-    chosen: list[int] = []
+    chosen: dict[int, str] = {}
     left = max_tokens
     for i in ranked:
         need = counts[i] + 2  # the joint and a token that may merge differently
         if need <= left:
-            chosen.append(i)
+            chosen[i] = body[spans[i][0]:spans[i][1]]
             left -= need
     if not chosen:
         return None
-    return _join(body, spans, sorted(chosen)), len(chosen), len(spans)
+    kept = len(chosen)
+    out = next((i for i in ranked if i not in chosen), None)
+    if rest is not None and out is not None and (piece := rest(body[spans[out][0]:spans[out][1]], left - 2)):
+        chosen[out] = piece
+    return _join(body, spans, chosen), kept, len(spans)
 
 
-def _join(body: str, spans: list[tuple[int, int]], chosen: Iterable[int]) -> str:
+def _join(body: str, spans: list[tuple[int, int]], chosen: dict[int, str]) -> str:
+    """The chosen sentences (or pieces of them) in document order: neighbours joined as they stood,
+    a gap marked :data:`GAP` (and after a piece, which ends in its own mark)."""
     out: list[str] = []
     last = -2
-    for i in chosen:
-        a, b = spans[i]
+    for i in sorted(chosen):
+        a = spans[i][0]
         if out:
-            out.append(body[spans[last][1]:a] if i == last + 1 else GAP)
-        out.append(body[a:b])
+            whole = out[-1] == body[spans[last][0]:spans[last][1]]
+            out.append(GAP if whole and i != last + 1 else body[spans[last][1]:a] if whole else " ")
+        out.append(chosen[i])
         last = i
     return "".join(out)
 
