@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contextkit.assembly._prune import prune_to_fit, terms
+from contextkit.assembly._prune import ELLIPSIS, prune_to_fit, terms
 from contextkit.assembly.render import cut_inside
 from contextkit.core.text import split_sentences, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
@@ -31,7 +31,6 @@ __all__ = ["MIN_TOKENS", "cut_passage", "token_cut"]
 
 #: The smallest piece of a passage worth its tag: fewer tokens than this and the passage is left out.
 MIN_TOKENS = 4
-ELLIPSIS = "…"
 
 
 def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer,
@@ -62,12 +61,12 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
 
 
 def _piece_of(tokenizer: Tokenizer) -> Callable[[str, int], str]:
-    """A sentence's first tokens within a cap, marked ``…`` ("" when under :data:`MIN_TOKENS`)."""
+    """A sentence's first tokens within a cap ("" when under :data:`MIN_TOKENS`)."""
     def piece(sentence: str, max_tokens: int) -> str:
         if max_tokens - 1 < MIN_TOKENS:
             return ""
-        text = _token_prefix(sentence, max_tokens - 1, tokenizer)
-        return text if text == sentence.rstrip() else text + ELLIPSIS if text.strip() else ""
+        text = _token_prefix(sentence, max_tokens - 1, tokenizer)  # _join marks the cut
+        return text if text.strip() else ""
     return piece
 
 

@@ -19,9 +19,10 @@ from collections.abc import Callable
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["GAP", "head_and_tail", "prune_to_fit", "terms"]
+__all__ = ["ELLIPSIS", "GAP", "head_and_tail", "prune_to_fit", "terms"]
 
 GAP = " … "
+ELLIPSIS = "…"  # the end of a piece cut at a token boundary
 _WORD = re.compile(r"[^\W_]+")
 _STOP = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been it its this that these "
@@ -64,17 +65,18 @@ def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Token
 
 
 def _join(body: str, spans: list[tuple[int, int]], chosen: dict[int, str]) -> str:
-    """The chosen sentences (or pieces of them) in document order: neighbours joined as they stood,
-    a gap marked :data:`GAP` (and after a piece, which ends in its own mark)."""
+    """The chosen sentences in document order: neighbours joined as they stood, a gap marked
+    :data:`GAP`; a piece of a sentence (shorter than it) is followed by a gap, or ``…`` at the end."""
     out: list[str] = []
-    last = -2
-    for i in sorted(chosen):
-        a = spans[i][0]
-        if out:
-            whole = out[-1] == body[spans[last][0]:spans[last][1]]
-            out.append(GAP if whole and i != last + 1 else body[spans[last][1]:a] if whole else " ")
+    order = sorted(chosen)
+    for n, i in enumerate(order):
+        a, b = spans[i]
         out.append(chosen[i])
-        last = i
+        if n + 1 < len(order):
+            nxt = order[n + 1]
+            out.append(body[b:spans[nxt][0]] if nxt == i + 1 and len(chosen[i]) == b - a else GAP)
+        elif len(chosen[i]) < b - a:
+            out.append(ELLIPSIS)
     return "".join(out)
 
 

@@ -74,7 +74,8 @@ class TestSmallBudgets:
         assert item.status == "truncated" and item.detail.startswith("pruned to")
         shown = "".join(_wrapped(prompt).find("evidence").find("document").itertext()).strip()
         assert "FAISS searches dense vectors by inner product." in shown
-        assert all(piece in text for piece in shown.split(" … "))  # verbatim spans of the passage
+        # verbatim spans of the passage (under a tight budget the last may be a sentence's first words, marked …)
+        assert all(piece.removesuffix("…") in text for piece in shown.split(" … "))
         assert not report.warnings
 
     def test_when_no_evidence_fits_the_prompt_goes_out_without_it_and_says_so(self, cl100k):
