@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextkit.assembly._cut_forms import cut_passage
-from contextkit.assembly._prune import head_and_tail
+from contextkit.assembly._prune import ELLIPSIS, GAP, head_and_tail
 from contextkit.assembly._states import SUMMARY_ROLE, TAKEN, ItemStatus, Role, SectionStatus
 from contextkit.assembly.render import Renderer, cut_inside, plain_text
 from contextkit.assembly.sections import Section
@@ -52,6 +52,7 @@ class _Entry:
     role: str | None = None  # messages
     counted: tuple[str, int, str] | None = None  # last block rendered, its exact count, the body it shows
     focus: tuple[int, int] | None = None  # a merged passage: where its best part's own text lies in ``raw``
+    parts: tuple[tuple[str, int, int], ...] = ()  # a merged passage: (id, start, end) of each part in ``raw``
     _body: str | None = None
 
     @property
@@ -260,6 +261,30 @@ class SectionFill:
                 return shown, f"cut to {e.id}'s own text and what follows it" if start else None
             body = e.escape(own)
         return cut_passage(body, self.query, max_tokens, self.tokenizer, fill_rest=self.lean)
+
+    def report_unshown_parts(self) -> None:
+        """Parts merged into a passage that was cut, whose own text the cut does not show, are reported
+        as left out for room rather than merged: the report names exactly the text in the prompt."""
+        cut = {e.id: e for e in self.entries if e.status == ItemStatus.TRUNCATED and e.parts and e.shown}
+        for e in self.entries if cut else ():
+            into = cut.get((e.detail or "").removeprefix("merged into ")) if e.status == ItemStatus.MERGED else None
+            if into is not None and e.id not in self._shown_parts(into):
+                e.status, e.reason = ItemStatus.DROPPED, "budget"
+                e.detail = f"merged with {into.id}, which was cut to fit: none of its own text is shown"
+
+    def _shown_parts(self, e: _Entry) -> set[str]:
+        """The ids of the parts of merged passage ``e`` whose own text (outside its best part) is shown."""
+        shown = e.shown or e.body
+        plain = plain_text(shown) if self.renderer.format == "xml" else shown
+        spans = []
+        for piece in plain.split(GAP):
+            piece = piece.removesuffix(ELLIPSIS).strip()
+            at = e.raw.find(piece) if piece else -1
+            spans += [(at, at + len(piece))] if at >= 0 else []
+        start, end = e.focus or (0, 0)
+        own = {ident: [(a, min(b, start)), (max(a, end), b)] for ident, a, b in e.parts}
+        return {ident for ident, segments in own.items() if ident == e.id or any(
+            x < b and a < y for a, b in segments if a < b for x, y in spans)}
 
     def _fill_history(self, cap: int) -> int:
         """Newest turns verbatim; the turns that do not fit become one summary entry."""

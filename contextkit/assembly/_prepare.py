@@ -130,7 +130,8 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
         trusted = _estimate(item, escapes, counts, originals if item.metadata.get("merged_ids") else None)
         fill.entries.append(_Entry(id=item.id, raw=item.text, escape=renderer.body, attrs=_attributes(item),
                                    body_tokens=trusted, source=item.source, score=item.score,
-                                   focus=_focus(item) if item.id in merged_into else None))
+                                   focus=_focus(item) if item.id in merged_into else None,
+                                   parts=_parts(item) if item.id in merged_into else ()))
     fill.orderer = _orderer(fill, kept, evidence_order)
 
 
@@ -167,6 +168,11 @@ def _focus(item: EvidenceItem) -> tuple[int, int] | None:
         if ident == item.id and 0 <= start < end <= len(item.text):
             return start, end
     return None
+
+
+def _parts(item: EvidenceItem) -> tuple[tuple[str, int, int], ...]:
+    """The ``(id, start, end)`` of each part of a merged passage, in its text."""
+    return tuple((str(i), int(a), int(b)) for i, a, b in item.metadata.get("merged_spans", ()))
 
 
 def _estimate(item: EvidenceItem, escapes: bool, counts: dict[str, int],

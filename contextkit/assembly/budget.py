@@ -210,6 +210,7 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     total = settle(fills, flexible, room, tok)
     chat = chat_parts(fills)
     for f in fills:
+        f.report_unshown_parts()
         f.release(opts.keep_text)
     prompt = "".join(b.text for f in fills for b in f.blocks)
     if opts.verify:
