@@ -21,7 +21,15 @@ from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
 from contextkit.core.text import Deduplicator, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["Block", "SectionFill"]
+__all__ = ["Block", "SectionFill", "lean_attributes"]
+
+
+def lean_attributes(attrs: dict[str, str]) -> dict[str, str]:
+    """An evidence tag's attributes under a tight budget: the id, and the source only where the id
+    does not already name it (a chunk's id is its source, ``::`` and a number)."""
+    ident, source = attrs.get("id", ""), attrs.get("source", "")
+    named = not source or ident == source or ident.startswith(source + "::")
+    return {"id": ident} if named else {"id": ident, "source": source}
 
 
 @dataclass(slots=True)
@@ -117,8 +125,7 @@ class SectionFill:
         about 40 tokens a document, as much as the passage's answer sentence."""
         if not self.lean:
             return {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
-        ident, source = e.attrs.get("id", e.id), e.attrs.get("source", "")
-        return {"id": ident} if not source or ident.startswith(source) else {"id": ident, "source": source}
+        return lean_attributes(e.attrs)
 
     def cut_tag_tokens(self, e: _Entry) -> int:
         """The tokens of ``e``'s tags once it is cut (with the truncated flag, unless lean)."""

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import ConfigDict, Field
 
-from contextkit.assembly._fill import SectionFill
+from contextkit.assembly._fill import SectionFill, lean_attributes
 from contextkit.assembly._invisible import without_invisible
 from contextkit.assembly._prepare import prepare, redacted
 from contextkit.assembly._settle import settle, share_out
@@ -328,9 +328,7 @@ def _tight(fills: list[SectionFill], room: int) -> bool:
         best = next((e for e in f.entries if e.status == ItemStatus.PENDING), None)
         if f.section.items is not None and best is not None:
             full = f.count(f.renderer.item_block("", {**best.attrs, "truncated": "true"}))
-            f.lean = True
-            optional += full - f.count(f.entry_block(best, ""))
-            f.lean = False
+            optional += full - f.count(f.renderer.item_block("", lean_attributes(best.attrs)))
     pinned = sum(f.full_estimate() for f in fills if f.section.pinned)
     return optional > TIGHT_SHARE * room or pinned > room
 
