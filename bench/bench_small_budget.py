@@ -16,7 +16,7 @@ Figures per budget and method: the share of prompts holding the gold answer stri
 share with no evidence, mean and largest prompt tokens (counted with the real tokenizer;
 the assembler must never pass the budget), and the assembler's ratio to each baseline.
 
-    python bench/bench_small_budget.py [--xquad ../extdata/xquad/xquad.en.json] [--limit N]
+    python bench/bench_small_budget.py [--xquad ../extdata/xquad/xquad.en.json] [--offset N] [--limit N]
         [--budgets 150 300] [--cache DIR] [--json FILE]
 
 The index is built once under ``--cache`` (default: a folder in the system temp dir) and
@@ -139,6 +139,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from contextkit.retrievers import make_retriever
 
     paragraphs, questions = load_xquad(args.xquad)
+    questions = questions[args.offset:]
     questions = questions[: args.limit] if args.limit else questions
     index = open_index(paragraphs, args.cache)
     retriever = make_retriever("hybrid", index)
@@ -166,12 +167,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             tallies[budget, "MiniLM paragraphs"].add(tok.count(prompt), holds(prompt, answers), not some)
         if n % 100 == 0:
             log(f"{n}/{len(questions)} questions ({time.perf_counter() - started:.0f} s)")
-    return {"questions": len(questions), "budgets": {
+    return {"questions": len(questions), "offset": args.offset, "budgets": {
         str(b): {m: tallies[b, m].row() for m in methods} for b in args.budgets}}
 
 
 def show(result: dict[str, Any], fills: list[str]) -> None:
-    print(f"XQuAD-en, {result['questions']} questions, 240 paragraphs as documents, default hybrid retrieval")
+    print(f"XQuAD-en, {result['questions']} questions (from #{result['offset']}), 240 paragraphs as documents, "
+          "default hybrid retrieval")
     for budget, rows in result["budgets"].items():
         print(f"\nbudget {budget} tokens")
         print(f"  {'method':<22} {'answer in prompt':>16} {'no evidence':>12} {'mean tokens':>12} {'max tokens':>11}")
@@ -190,7 +192,8 @@ def show(result: dict[str, Any], fills: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--xquad", type=Path, default=XQUAD, help="xquad.en.json (default: %(default)s)")
-    parser.add_argument("--limit", type=int, default=0, help="the first N questions only")
+    parser.add_argument("--limit", type=int, default=0, help="N questions only")
+    parser.add_argument("--offset", type=int, default=0, help="skip the first N questions")
     parser.add_argument("--budgets", type=int, nargs="+", default=[150, 300])
     parser.add_argument("--fills", nargs="+", default=["relevant", "budget"], choices=["relevant", "budget"])
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "contextkit-small-budget-bench",

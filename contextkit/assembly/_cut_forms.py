@@ -5,7 +5,7 @@ decides whether the answer does. Its start (the old cut) holds the answer only b
 sentences that share most words with the question hold it far more often. So a passage that
 must be cut keeps, in this order of preference:
 
-1. a cut at a sentence end, when it keeps the sentence that shares most words with the
+1. a cut at a sentence end, when it keeps the sentences that share most words with the
    question; else its sentences that share most words with the question
    (:func:`._prune.prune_to_fit`: verbatim, in document order, gaps marked `` … ``);
    under a tight budget the room whole sentences leave goes to the words that follow them, cut
@@ -43,7 +43,7 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
 
     def best(text: str, n: int) -> str | None:
         cut = truncate_at_sentence(text, n, tokenizer)
-        top = _top_sentence(text, query)
+        top = _last_top_sentence(text, query)
         if cut is not None and (top is None or len(cut) >= len(text[: top[1]].rstrip())):
             return _with_rest(text, cut, n, tokenizer) if fill_rest else cut  # the best sentence is in the cut
         pruned = prune_to_fit(text, query, n, tokenizer, rest=_piece_of(tokenizer) if fill_rest else None)
@@ -79,6 +79,17 @@ def _with_rest(text: str, cut: str, max_tokens: int, tokenizer: Tokenizer) -> st
     after = text[len(cut):]
     piece = _token_prefix(after, left, tokenizer)
     return cut + piece + ("" if piece == after.rstrip() else ELLIPSIS) if piece.strip() else cut
+
+
+def _last_top_sentence(text: str, query: str | None) -> tuple[int, int] | None:
+    """The span of the last of the sentences that share most words with ``query`` (a cut must keep
+    them all); None when none shares a word."""
+    wanted = terms(query or "")
+    if not wanted:
+        return None
+    scored = [(len(terms(text[a:b]) & wanted), a, (a, b)) for a, b in split_sentences(text)]
+    top = max(scored, default=None)
+    return top[2] if top is not None and top[0] > 0 else None
 
 
 def _top_sentence(text: str, query: str | None) -> tuple[int, int] | None:

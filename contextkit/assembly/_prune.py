@@ -13,8 +13,10 @@ runs on prompts of a million tokens); the retriever already judged the passage r
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
+from typing import Any
 
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
@@ -30,8 +32,17 @@ _STOP = frozenset(
 
 
 def terms(text: str) -> set[str]:
-    """Lower-cased words of ``text`` without stop words or one-letter words."""
-    return {w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP}
+    """Lower-cased words of ``text`` without stop words or one-letter words, stemmed (Snowball English,
+    the stemmer the BM25 index uses by default: "designed" meets "design", "died" meets "die")."""
+    words = [w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP]
+    return set(_stemmer().stemWords(words)) if words else set()
+
+
+@functools.cache
+def _stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
 
 
 def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer,
