@@ -33,8 +33,8 @@ __all__ = ["MIN_TOKENS", "cut_passage", "token_cut"]
 MIN_TOKENS = 4
 
 
-def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer,
-                fill_rest: bool = False) -> tuple[str, str | None] | None:
+def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer, fill_rest: bool = False,
+                last_resort: bool = True) -> tuple[str, str | None] | None:
     """``(body shown, detail)`` within ``max_tokens`` tokens, or None when not even a piece fits.
 
     ``fill_rest`` (a tight budget): the room whole sentences leave goes to a piece of the next
@@ -56,6 +56,8 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
     shown = cut_inside(body, max_tokens, best, tokenizer.count)
     if shown:
         return shown, details[-1] if details else None
+    if not last_resort:
+        return None
     shown = cut_inside(body, max_tokens, lambda t, n: token_cut(t, query, n, tokenizer), tokenizer.count)
     return (shown, "one sentence cut at a token boundary to fit") if shown else None
 

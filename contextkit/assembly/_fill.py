@@ -214,10 +214,11 @@ class SectionFill:
                 e.status = ItemStatus.INCLUDED
                 room -= need
                 continue
-            full = True
-            if self.section.messages is None and self.shorten(e, room - self.cut_tag_tokens(e) - 1):
-                room -= self.entry_estimate(e, e.shown)
+            first = not any(x.status in TAKEN for x in self.entries)
+            if self.section.messages is None and self.shorten(e, room - self.cut_tag_tokens(e) - 1, first):
+                room -= self.entry_estimate(e, e.shown)  # a cut that leaves room lets the next item try
                 continue
+            full = True
             e.status, e.reason = ItemStatus.DROPPED, "budget"
             if self.section.messages is not None:
                 e.detail = "older turn: no room (summarise history to keep it)"
@@ -228,10 +229,10 @@ class SectionFill:
         self._entry_blocks()
         return sum(b.tokens for b in self.blocks)
 
-    def shorten(self, e: _Entry, max_tokens: int) -> bool:
+    def shorten(self, e: _Entry, max_tokens: int, last_resort: bool = True) -> bool:
         """Evidence ``e`` in a form whose body fits ``max_tokens`` (see :meth:`form`), marked truncated;
         False when no form fits."""
-        form = self.form(e, max_tokens)
+        form = self.form(e, max_tokens, last_resort)
         if form is None:
             return False
         shown, detail = form
@@ -241,23 +242,25 @@ class SectionFill:
             e.status, e.shown, e.reason, e.detail = ItemStatus.TRUNCATED, shown, "budget", detail
         return True
 
-    def form(self, e: _Entry, max_tokens: int) -> tuple[str, str | None] | None:
+    def form(self, e: _Entry, max_tokens: int, last_resort: bool = True) -> tuple[str, str | None] | None:
         """``(body, detail)``: evidence ``e`` within ``max_tokens`` body tokens, or None when nothing fits.
 
         The whole body when it fits. A merged passage is cut from its best part's own text, so the id
         on its tag names the text shown: that part and what follows it, cut at a sentence end, when the
-        part fits whole; else the part alone, cut as any passage is (:func:`._cut_forms.cut_passage`)."""
+        part fits whole; else the part alone, cut as any passage is (:func:`._cut_forms.cut_passage`).
+        ``last_resort``: a piece of a sentence when no whole one fits (for the section's first item only:
+        a prompt must not go out without evidence, but a fragment of a lesser passage is noise)."""
         if self.body_tokens(e) <= max_tokens and self.count(e.body) <= max_tokens:
             return e.body, None
         for _ in range(3):  # a cut re-encoded can merge differently at its ends: ask again for less
-            form = self._cut_form(e, max_tokens)
+            form = self._cut_form(e, max_tokens, last_resort)
             over = self.count(form[0]) - max_tokens if form is not None else 0
             if over <= 0:
                 return form
             max_tokens -= over
         return None
 
-    def _cut_form(self, e: _Entry, max_tokens: int) -> tuple[str, str | None] | None:
+    def _cut_form(self, e: _Entry, max_tokens: int, last_resort: bool) -> tuple[str, str | None] | None:
         body = e.body
         if e.focus is not None:
             start, end = e.focus
@@ -267,7 +270,7 @@ class SectionFill:
             if shown is not None and shown_chars >= len(own):
                 return shown, f"cut to {e.id}'s own text and what follows it" if start else None
             body = e.escape(own)
-        return cut_passage(body, self.query, max_tokens, self.tokenizer, fill_rest=self.lean)
+        return cut_passage(body, self.query, max_tokens, self.tokenizer, fill_rest=self.lean, last_resort=last_resort)
 
     def report_unshown_parts(self) -> None:
         """Parts merged into a passage that was cut, whose own text the cut does not show, are reported

@@ -127,7 +127,7 @@ def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
     last = sum(1 for x in f.entries if x.status in TAKEN) == 1
     form = None
     if f.section.messages is None and not whole and (size > excess or last):
-        form = f.form(e, f.count(current) - excess - 2)
+        form = f.form(e, f.count(current) - excess - 2, last_resort=last)
     if form is not None and form[0] != current and len(form[0]) < len(current):
         e.status, e.shown, e.reason, e.detail = ItemStatus.TRUNCATED, form[0], "budget", form[1]
         return 0
@@ -141,15 +141,16 @@ def grow(f: SectionFill, room: int) -> bool:
         return _grow_text(f, f.body, room)
     if f.section.messages is not None:
         return False
-    cut = next((e for e in f.entries if e.status == ItemStatus.TRUNCATED), None)
-    if cut is None:  # the next item left out for room may fit in part
-        cut = _next_candidate(f)
-        if cut is None:
-            return False
-        before, max_tokens = "", room - f.cut_tag_tokens(cut) - 2
-    else:
-        before, max_tokens = cut.current, f.count(cut.current) + room - 2
-    form = f.form(cut, max_tokens)
+    for cut in [e for e in f.entries if e.status == ItemStatus.TRUNCATED]:  # best first
+        if _grown(f, cut, cut.current, f.count(cut.current) + room - 2, True):
+            return True
+    cut = _next_candidate(f)  # the next item left out for room may fit in part
+    return cut is not None and _grown(f, cut, "", room - f.cut_tag_tokens(cut) - 2, False)
+
+
+def _grown(f: SectionFill, cut: _Entry, before: str, max_tokens: int, last_resort: bool) -> bool:
+    """Show more of ``cut`` (now showing ``before``) in ``max_tokens``; False when no longer form fits."""
+    form = f.form(cut, max_tokens, last_resort)
     if form is None or len(form[0]) <= len(before):
         return False
     cut.status, cut.shown, cut.reason, cut.detail = (
