@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from contextkit.assembly._prune import ELLIPSIS, prune_to_fit, terms
+from contextkit.assembly._prune import ELLIPSIS, prune_to_fit, sentence_scores
 from contextkit.assembly.render import cut_inside
 from contextkit.core.text import split_sentences, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
@@ -84,26 +84,25 @@ def _with_rest(text: str, cut: str, max_tokens: int, tokenizer: Tokenizer) -> st
 
 
 def _last_top_sentence(text: str, query: str | None) -> tuple[int, int] | None:
-    """The span of the last of the sentences that share most words with ``query`` (a cut must keep
-    them all); None when none shares a word."""
-    wanted = terms(query or "")
-    if not wanted:
-        return None
-    scored = [(len(terms(text[a:b]) & wanted), a, (a, b)) for a, b in split_sentences(text)]
-    top = max(scored, default=None)
-    return top[2] if top is not None and top[0] > 0 else None
+    """The span of the last of the sentences that bear most on ``query`` (a cut must keep them all);
+    None when none holds a word of it."""
+    return _top(text, query, last=True)
 
 
 def _top_sentence(text: str, query: str | None) -> tuple[int, int] | None:
-    """The span of the sentence of ``text`` sharing most words with ``query`` (ties: the first); None
-    when none shares a word."""
-    wanted = terms(query or "")
-    if not wanted:
-        return None
+    """The span of the sentence of ``text`` that bears most on ``query`` (ties: the first); None when
+    none holds a word of it."""
+    return _top(text, query, last=False)
+
+
+def _top(text: str, query: str | None, last: bool) -> tuple[int, int] | None:
     spans = split_sentences(text)
-    scored = [(len(terms(text[a:b]) & wanted), -a, (a, b)) for a, b in spans]
-    top = max(scored, default=None)
-    return top[2] if top is not None and top[0] > 0 else None
+    scores = sentence_scores(text, spans, query) if query else []
+    best = max(scores, default=0.0)
+    if best <= 0:
+        return None
+    tied = [span for span, score in zip(spans, scores) if score == best]
+    return tied[-1] if last else tied[0]
 
 
 def token_cut(text: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> str | None:

@@ -14,6 +14,7 @@ runs on prompts of a million tokens); the retriever already judged the passage r
 from __future__ import annotations
 
 import functools
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -21,7 +22,7 @@ from typing import Any
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["ELLIPSIS", "GAP", "head_and_tail", "prune_to_fit", "terms"]
+__all__ = ["ELLIPSIS", "GAP", "head_and_tail", "prune_to_fit", "sentence_scores", "terms"]
 
 GAP = " … "
 ELLIPSIS = "…"  # the end of a piece cut at a token boundary
@@ -38,6 +39,17 @@ def terms(text: str) -> set[str]:
     return set(_stemmer().stemWords(words)) if words else set()
 
 
+def sentence_scores(body: str, spans: list[tuple[int, int]], query: str | None) -> list[float]:
+    """How much each sentence bears on ``query``: the question's words it holds, each weighted by its
+    rarity among the passage's sentences (BM25's idf: a word in every sentence tells them apart little)."""
+    wanted = terms(query or "")
+    held = [terms(body[a:b]) & wanted for a, b in spans]
+    n = len(spans)
+    df = {t: sum(t in h for h in held) for t in wanted}
+    idf = {t: math.log((n - d + 0.5) / (d + 0.5) + 1.0) for t, d in df.items()}
+    return [sum(idf[t] for t in h) for h in held]
+
+
 @functools.cache
 def _stemmer() -> Any:
     import Stemmer
@@ -47,8 +59,8 @@ def _stemmer() -> Any:
 
 def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer,
                  rest: Callable[[str, int], str] | None = None) -> tuple[str, int, int] | None:
-    """``(text, sentences kept, sentences in all)``: the passage's sentences that share most words
-    with ``query`` (ties: earlier first) while they fit ``max_tokens``; None when not one fits
+    """``(text, sentences kept, sentences in all)``: the passage's sentences that bear most on
+    ``query`` (:func:`sentence_scores`; ties: earlier first) while they fit ``max_tokens``; None when not one fits
     or ``max_tokens`` is under 8 (a shorter remnant is not worth its tags).
 
     ``rest(sentence, tokens)`` (a tight budget): the room the whole sentences leave goes to the best
@@ -56,8 +68,8 @@ def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Token
     if max_tokens < 8:
         return None
     spans = split_sentences(body)
-    wanted = terms(query or "")
-    ranked = sorted(range(len(spans)), key=lambda i: (-len(terms(body[spans[i][0]:spans[i][1]]) & wanted), i))
+    scores = sentence_scores(body, spans, query)
+    ranked = sorted(range(len(spans)), key=lambda i: (-scores[i], i))
     counts = tokenizer.count_many([body[a:b] for a, b in spans]) if spans else []
     chosen: dict[int, str] = {}
     left = max_tokens
