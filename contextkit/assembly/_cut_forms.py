@@ -5,13 +5,14 @@ decides whether the answer does. Its start (the old cut) holds the answer only b
 sentences that share most words with the question hold it far more often. So a passage that
 must be cut keeps, in this order of preference:
 
-1. a cut at a sentence end, when it keeps the sentences that share most words with the
-   question; else its sentences that share most words with the question
-   (:func:`._prune.prune_to_fit`: verbatim, in document order, gaps marked `` … ``);
+1. a cut at a sentence end, when it keeps the sentence that bears most on the question
+   (:func:`._prune.sentence_scores`: the question's words it holds, weighted by their rarity in
+   the passage); else its sentences that bear most on the question (:func:`._prune.prune_to_fit`:
+   verbatim, in document order, gaps marked `` … ``);
    under a tight budget the room whole sentences leave goes to the words that follow them, cut
    at a token boundary and marked ``…``;
-2. as a last resort, when not one whole sentence fits, the sentence that shares most words
-   with the question cut at a token boundary, the cut marked ``…``: a prompt must not go out
+2. as a last resort, when not one whole sentence fits, the sentence that bears most on the
+   question cut at a token boundary, the cut marked ``…``: a prompt must not go out
    without evidence when some of it fits.
 
 Cuts work on the body as it goes in the prompt (inside its CDATA section, if any; never
@@ -43,7 +44,7 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
 
     def best(text: str, n: int) -> str | None:
         cut = truncate_at_sentence(text, n, tokenizer)
-        top = _last_top_sentence(text, query)
+        top = _top_sentence(text, query)
         if cut is not None and (top is None or len(cut) >= len(text[: top[1]].rstrip())):
             return _with_rest(text, cut, n, tokenizer) if fill_rest else cut  # the best sentence is in the cut
         pruned = prune_to_fit(text, query, n, tokenizer, rest=_piece_of(tokenizer) if fill_rest else None)
@@ -83,26 +84,13 @@ def _with_rest(text: str, cut: str, max_tokens: int, tokenizer: Tokenizer) -> st
     return cut + piece + ("" if piece == after.rstrip() else ELLIPSIS) if piece.strip() else cut
 
 
-def _last_top_sentence(text: str, query: str | None) -> tuple[int, int] | None:
-    """The span of the last of the sentences that bear most on ``query`` (a cut must keep them all);
-    None when none holds a word of it."""
-    return _top(text, query, last=True)
-
-
 def _top_sentence(text: str, query: str | None) -> tuple[int, int] | None:
     """The span of the sentence of ``text`` that bears most on ``query`` (ties: the first); None when
     none holds a word of it."""
-    return _top(text, query, last=False)
-
-
-def _top(text: str, query: str | None, last: bool) -> tuple[int, int] | None:
     spans = split_sentences(text)
     scores = sentence_scores(text, spans, query) if query else []
     best = max(scores, default=0.0)
-    if best <= 0:
-        return None
-    tied = [span for span, score in zip(spans, scores) if score == best]
-    return tied[-1] if last else tied[0]
+    return next(span for span, score in zip(spans, scores) if score == best) if best > 0 else None
 
 
 def token_cut(text: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> str | None:

@@ -214,11 +214,11 @@ class SectionFill:
                 e.status = ItemStatus.INCLUDED
                 room -= need
                 continue
+            full = True  # the first item that does not fit is cut; the rest wait for settling's room
             first = not any(x.status in TAKEN for x in self.entries)
             if self.section.messages is None and self.shorten(e, room - self.cut_tag_tokens(e) - 1, first):
-                room -= self.entry_estimate(e, e.shown)  # a cut that leaves room lets the next item try
+                room -= self.entry_estimate(e, e.shown)
                 continue
-            full = True
             e.status, e.reason = ItemStatus.DROPPED, "budget"
             if self.section.messages is not None:
                 e.detail = "older turn: no room (summarise history to keep it)"

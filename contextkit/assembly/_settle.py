@@ -141,9 +141,9 @@ def grow(f: SectionFill, room: int) -> bool:
         return _grow_text(f, f.body, room)
     if f.section.messages is not None:
         return False
-    for cut in [e for e in f.entries if e.status == ItemStatus.TRUNCATED]:  # best first
-        if _grown(f, cut, cut.current, f.count(cut.current) + room - 2, True):
-            return True
+    cut = next((e for e in f.entries if e.status == ItemStatus.TRUNCATED), None)
+    if cut is not None:
+        return _grown(f, cut, cut.current, f.count(cut.current) + room - 2, True)
     cut = _next_candidate(f)  # the next item left out for room may fit in part
     return cut is not None and _grown(f, cut, "", room - f.cut_tag_tokens(cut) - 2, False)
 
