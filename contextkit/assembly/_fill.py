@@ -12,15 +12,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from contextkit.assembly._prune import head_and_tail, prune_to_fit
+from contextkit.assembly._cut_forms import cut_passage
+from contextkit.assembly._prune import ELLIPSIS, GAP, head_and_tail
 from contextkit.assembly._states import SUMMARY_ROLE, TAKEN, ItemStatus, Role, SectionStatus
-from contextkit.assembly.render import Renderer, cut_inside
+from contextkit.assembly.render import Renderer, cut_inside, plain_text
 from contextkit.assembly.sections import Section
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
 from contextkit.core.text import Deduplicator, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["Block", "SectionFill"]
+__all__ = ["Block", "SectionFill", "lean_attributes"]
+
+
+def lean_attributes(attrs: dict[str, str]) -> dict[str, str]:
+    """An evidence tag's attributes under a tight budget: the id, and the source only where the id
+    does not already name it (a chunk's id is its source, ``::`` and a number)."""
+    ident, source = attrs.get("id", ""), attrs.get("source", "")
+    named = not source or ident == source or ident.startswith(source + "::")
+    return {"id": ident} if named else {"id": ident, "source": source}
 
 
 @dataclass(slots=True)
@@ -50,6 +59,8 @@ class _Entry:
     shown: str | None = None  # the body as rendered when truncated
     role: str | None = None  # messages
     counted: tuple[str, int, str] | None = None  # last block rendered, its exact count, the body it shows
+    focus: tuple[int, int] | None = None  # a merged passage: where its best part's own text lies in ``raw``
+    parts: tuple[tuple[str, int, int], ...] = ()  # a merged passage: (id, start, end) of each part in ``raw``
     _body: str | None = None
 
     @property
@@ -81,6 +92,7 @@ class SectionFill:
     query: str | None = None
     compression: list[Any] = field(default_factory=list)
     relevance: Any = None  # evidence: the RelevanceReport of the gate
+    lean: bool = False  # evidence under a tight budget: tags carry the id alone (see :meth:`attributes`)
     invisible_removed: int = 0  # invisible characters taken out of the untrusted text (set on the first fill)
 
     # ----------------------------------------------------------- estimates
@@ -105,8 +117,23 @@ class SectionFill:
             e.body_tokens = self.count(e.body)
         return e.body_tokens
 
+    def attributes(self, e: _Entry) -> dict[str, str]:
+        """The tag's attributes: all of them, or under a tight budget (:attr:`lean`) the id alone, and the
+        source only where the id does not already name it (a chunk's id is its source, ``::`` and a number).
+
+        Why: at a few hundred tokens the source written twice, the score and the truncated flag took
+        about 40 tokens a document, as much as the passage's answer sentence."""
+        if not self.lean:
+            return {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
+        return lean_attributes(e.attrs)
+
+    def cut_tag_tokens(self, e: _Entry) -> int:
+        """The tokens of ``e``'s tags once it is cut (with the truncated flag, unless lean)."""
+        attrs = self.attributes(e) if self.lean else {**e.attrs, "truncated": "true"}
+        return self.count(self.renderer.item_block("", attrs))
+
     def entry_block(self, e: _Entry, body: str) -> str:
-        attrs = {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
+        attrs = self.attributes(e)
         if self.section.messages is not None:
             return self.renderer.message_block(e.role or "user", body, attrs)
         return self.renderer.item_block(body, attrs)
@@ -187,8 +214,9 @@ class SectionFill:
                 e.status = ItemStatus.INCLUDED
                 room -= need
                 continue
-            full = True
-            if self.section.messages is None and self._cut(e, room - (need - self.body_tokens(e)) - 1):
+            full = True  # the first item that does not fit is cut; the rest wait for settling's room
+            first = not any(x.status in TAKEN for x in self.entries)
+            if self.section.messages is None and self.shorten(e, room - self.cut_tag_tokens(e) - 1, first):
                 room -= self.entry_estimate(e, e.shown)
                 continue
             e.status, e.reason = ItemStatus.DROPPED, "budget"
@@ -201,26 +229,72 @@ class SectionFill:
         self._entry_blocks()
         return sum(b.tokens for b in self.blocks)
 
-    def _cut(self, e: _Entry, room: int) -> bool:
-        """Evidence that does not fit: cut at a sentence end, else pruned to the sentences that bear on
-        the question (:mod:`._prune`); False when neither fits ``room``."""
-        shown = self.truncate(e.body, room)
-        if shown:
-            e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
-            return True
-        kept: list[tuple[str, int, int]] = []
-
-        def prune(text: str, max_tokens: int) -> str | None:
-            pruned = prune_to_fit(text, self.query, max_tokens, self.tokenizer)
-            kept.extend([pruned] if pruned else [])
-            return pruned[0] if pruned else None
-
-        shown = cut_inside(e.body, room, prune, self.count)
-        if shown is None:
+    def shorten(self, e: _Entry, max_tokens: int, last_resort: bool = True) -> bool:
+        """Evidence ``e`` in a form whose body fits ``max_tokens`` (see :meth:`form`), marked truncated;
+        False when no form fits."""
+        form = self.form(e, max_tokens, last_resort)
+        if form is None:
             return False
-        e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
-        e.detail = f"pruned to {kept[0][1]} of {kept[0][2]} sentences to fit"
+        shown, detail = form
+        if shown == e.body:
+            e.status, e.shown, e.reason, e.detail = ItemStatus.INCLUDED, None, None, None
+        else:
+            e.status, e.shown, e.reason, e.detail = ItemStatus.TRUNCATED, shown, "budget", detail
         return True
+
+    def form(self, e: _Entry, max_tokens: int, last_resort: bool = True) -> tuple[str, str | None] | None:
+        """``(body, detail)``: evidence ``e`` within ``max_tokens`` body tokens, or None when nothing fits.
+
+        The whole body when it fits. A merged passage is cut from its best part's own text, so the id
+        on its tag names the text shown: that part and what follows it, cut at a sentence end, when the
+        part fits whole; else the part alone, cut as any passage is (:func:`._cut_forms.cut_passage`).
+        ``last_resort``: a piece of a sentence when no whole one fits (for the section's first item only:
+        a prompt must not go out without evidence, but a fragment of a lesser passage is noise)."""
+        if self.body_tokens(e) <= max_tokens and self.count(e.body) <= max_tokens:
+            return e.body, None
+        for _ in range(3):  # a cut re-encoded can merge differently at its ends: ask again for less
+            form = self._cut_form(e, max_tokens, last_resort)
+            over = self.count(form[0]) - max_tokens if form is not None else 0
+            if over <= 0:
+                return form
+            max_tokens -= over
+        return None
+
+    def _cut_form(self, e: _Entry, max_tokens: int, last_resort: bool) -> tuple[str, str | None] | None:
+        body = e.body
+        if e.focus is not None:
+            start, end = e.focus
+            shown = self.truncate(e.escape(e.raw[start:]), max_tokens)
+            own = e.raw[start:end].rstrip()
+            shown_chars = len(plain_text(shown) if self.renderer.format == "xml" else shown) if shown else 0
+            if shown is not None and shown_chars >= len(own):
+                return shown, f"cut to {e.id}'s own text and what follows it" if start else None
+            body = e.escape(own)
+        return cut_passage(body, self.query, max_tokens, self.tokenizer, fill_rest=self.lean, last_resort=last_resort)
+
+    def report_unshown_parts(self) -> None:
+        """Parts merged into a passage that was cut, whose own text the cut does not show, are reported
+        as left out for room rather than merged: the report names exactly the text in the prompt."""
+        cut = {e.id: e for e in self.entries if e.status == ItemStatus.TRUNCATED and e.parts and e.shown}
+        for e in self.entries if cut else ():
+            into = cut.get((e.detail or "").removeprefix("merged into ")) if e.status == ItemStatus.MERGED else None
+            if into is not None and e.id not in self._shown_parts(into):
+                e.status, e.reason = ItemStatus.DROPPED, "budget"
+                e.detail = f"merged with {into.id}, which was cut to fit: none of its own text is shown"
+
+    def _shown_parts(self, e: _Entry) -> set[str]:
+        """The ids of the parts of merged passage ``e`` whose own text (outside its best part) is shown."""
+        shown = e.shown or e.body
+        plain = plain_text(shown) if self.renderer.format == "xml" else shown
+        spans = []
+        for piece in plain.split(GAP):
+            piece = piece.removesuffix(ELLIPSIS).strip()
+            at = e.raw.find(piece) if piece else -1
+            spans += [(at, at + len(piece))] if at >= 0 else []
+        start, end = e.focus or (0, 0)
+        own = {ident: [(a, min(b, start)), (max(a, end), b)] for ident, a, b in e.parts}
+        return {ident for ident, segments in own.items() if ident == e.id or any(
+            x < b and a < y for a, b in segments if a < b for x, y in spans)}
 
     def _fill_history(self, cap: int) -> int:
         """Newest turns verbatim; the turns that do not fit become one summary entry."""

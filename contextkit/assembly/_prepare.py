@@ -111,8 +111,10 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
     kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2])
     reason = "below_min_score" if fill.relevance.floor_from == "min_score" else "irrelevant"
     early += [(item, ItemStatus.DROPPED, reason, detail) for item, detail in below]
+    merged_into: set[str] = set()
     if merge:
         kept, absorbed = merge_overlapping(kept)
+        merged_into = set(absorbed.values())
         by_id = {it.id: it for it in items}
         early += [(by_id[a], ItemStatus.MERGED, None, f"merged into {into}") for a, into in absorbed.items()]
     kept.sort(key=lambda it: (-(it.score if it.score is not None else float("-inf")), it.id))
@@ -127,7 +129,9 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
     for item in kept:
         trusted = _estimate(item, escapes, counts, originals if item.metadata.get("merged_ids") else None)
         fill.entries.append(_Entry(id=item.id, raw=item.text, escape=renderer.body, attrs=_attributes(item),
-                                   body_tokens=trusted, source=item.source, score=item.score))
+                                   body_tokens=trusted, source=item.source, score=item.score,
+                                   focus=_focus(item) if item.id in merged_into else None,
+                                   parts=_parts(item) if item.id in merged_into else ()))
     fill.orderer = _orderer(fill, kept, evidence_order)
 
 
@@ -155,6 +159,20 @@ def _attributes(item: EvidenceItem) -> dict[str, str]:
     if item.score is not None:
         attrs["score"] = f"{item.score:.4f}"
     return attrs
+
+
+def _focus(item: EvidenceItem) -> tuple[int, int] | None:
+    """Where a merged passage's best part (the one whose id it carries) lies in its text (from
+    :func:`.passages.merge_overlapping`, which made it in this call)."""
+    for ident, start, end in item.metadata.get("merged_spans", ()):
+        if ident == item.id and 0 <= start < end <= len(item.text):
+            return start, end
+    return None
+
+
+def _parts(item: EvidenceItem) -> tuple[tuple[str, int, int], ...]:
+    """The ``(id, start, end)`` of each part of a merged passage, in its text."""
+    return tuple((str(i), int(a), int(b)) for i, a, b in item.metadata.get("merged_spans", ()))
 
 
 def _estimate(item: EvidenceItem, escapes: bool, counts: dict[str, int],

@@ -13,15 +13,19 @@ runs on prompts of a million tokens); the retriever already judged the passage r
 
 from __future__ import annotations
 
+import functools
+import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable
+from typing import Any
 
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["GAP", "head_and_tail", "prune_to_fit", "terms"]
+__all__ = ["ELLIPSIS", "GAP", "head_and_tail", "prune_to_fit", "sentence_scores", "terms"]
 
 GAP = " … "
+ELLIPSIS = "…"  # the end of a piece cut at a token boundary
 _WORD = re.compile(r"[^\W_]+")
 _STOP = frozenset(
     "a an the and or but if of to in on at by for with from as is are was were be been it its this that these "
@@ -29,41 +33,73 @@ _STOP = frozenset(
 
 
 def terms(text: str) -> set[str]:
-    """Lower-cased words of ``text`` without stop words or one-letter words."""
-    return {w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP}
+    """Lower-cased words of ``text`` without stop words or one-letter words, stemmed (Snowball English,
+    the stemmer the BM25 index uses by default: "designed" meets "design", "died" meets "die")."""
+    words = [w for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP]
+    return set(_stemmer().stemWords(words)) if words else set()
 
 
-def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> tuple[str, int, int] | None:
-    """``(text, sentences kept, sentences in all)``: the passage's sentences that share most words
-    with ``query`` (ties: earlier first) while they fit ``max_tokens``; None when not one fits
-    or ``max_tokens`` is under 8 (a shorter remnant is not worth its tags)."""
+def sentence_scores(body: str, spans: list[tuple[int, int]], query: str | None) -> list[float]:
+    """How much each sentence bears on ``query``: the question's words it holds, each weighted by its
+    rarity among the passage's sentences (BM25's idf: a word in every sentence tells them apart little)."""
+    wanted = terms(query or "")
+    held = [terms(body[a:b]) & wanted for a, b in spans]
+    n = len(spans)
+    df = {t: sum(t in h for h in held) for t in wanted}
+    idf = {t: math.log((n - d + 0.5) / (d + 0.5) + 1.0) for t, d in df.items()}
+    return [sum(idf[t] for t in h) for h in held]
+
+
+@functools.cache
+def _stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer,
+                 rest: Callable[[str, int], str] | None = None) -> tuple[str, int, int] | None:
+    """``(text, sentences kept, sentences in all)``: the passage's sentences that bear most on
+    ``query`` (:func:`sentence_scores`; ties: earlier first) while they fit ``max_tokens``; None when not one fits
+    or ``max_tokens`` is under 8 (a shorter remnant is not worth its tags).
+
+    ``rest(sentence, tokens)`` (a tight budget): the room the whole sentences leave goes to the best
+    sentence left out, as ``rest`` cuts it (a piece up to a token boundary, marked), in its place."""
     if max_tokens < 8:
         return None
     spans = split_sentences(body)
-    wanted = terms(query or "")
-    ranked = sorted(range(len(spans)), key=lambda i: (-len(terms(body[spans[i][0]:spans[i][1]]) & wanted), i))
+    scores = sentence_scores(body, spans, query)
+    ranked = sorted(range(len(spans)), key=lambda i: (-scores[i], i))
     counts = tokenizer.count_many([body[a:b] for a, b in spans]) if spans else []
-    chosen: list[int] = []
+    chosen: dict[int, str] = {}
     left = max_tokens
     for i in ranked:
         need = counts[i] + 2  # the joint and a token that may merge differently
         if need <= left:
-            chosen.append(i)
+            chosen[i] = body[spans[i][0]:spans[i][1]]
             left -= need
     if not chosen:
         return None
-    return _join(body, spans, sorted(chosen)), len(chosen), len(spans)
+    kept = len(chosen)
+    out = next((i for i in ranked if i not in chosen), None)
+    if rest is not None and out is not None and (piece := rest(body[spans[out][0]:spans[out][1]], left - 2)):
+        chosen[out] = piece
+    return _join(body, spans, chosen), kept, len(spans)
 
 
-def _join(body: str, spans: list[tuple[int, int]], chosen: Iterable[int]) -> str:
+def _join(body: str, spans: list[tuple[int, int]], chosen: dict[int, str]) -> str:
+    """The chosen sentences in document order: neighbours joined as they stood, a gap marked
+    :data:`GAP`; a piece of a sentence (shorter than it) is followed by a gap, or ``…`` at the end."""
     out: list[str] = []
-    last = -2
-    for i in chosen:
+    order = sorted(chosen)
+    for n, i in enumerate(order):
         a, b = spans[i]
-        if out:
-            out.append(body[spans[last][1]:a] if i == last + 1 else GAP)
-        out.append(body[a:b])
-        last = i
+        out.append(chosen[i])
+        if n + 1 < len(order):
+            nxt = order[n + 1]
+            out.append(body[b:spans[nxt][0]] if nxt == i + 1 and len(chosen[i]) == b - a else GAP)
+        elif len(chosen[i]) < b - a:
+            out.append(ELLIPSIS)
     return "".join(out)
 
 

@@ -120,16 +120,18 @@ def _weakest_first(f: SectionFill, taken: list[_Entry]) -> list[_Entry]:
 
 
 def _give_back(f: SectionFill, e: _Entry, excess: int, whole: bool) -> int:
-    """Drop ``e`` when the excess is at least its size, else cut it at a sentence end; the excess left."""
+    """Drop ``e`` when the excess is at least its size, else cut it shorter (:meth:`SectionFill.form`);
+    the excess left. The section's last evidence item is cut, not dropped, while any form of it fits."""
     current = e.current
     size = e.counted[1] if e.counted is not None and e.counted[2] is current else f.entry_estimate(e, current)
-    shown = None
-    if f.section.messages is None and not whole and size > excess:
-        shown = f.truncate(current, f.count(current) - excess - 2)
-    if shown and shown != current:
-        e.status, e.shown, e.reason = ItemStatus.TRUNCATED, shown, "budget"
+    last = sum(1 for x in f.entries if x.status in TAKEN) == 1
+    form = None
+    if f.section.messages is None and not whole and (size > excess or last):
+        form = f.form(e, f.count(current) - excess - 2, last_resort=last)
+    if form is not None and form[0] != current and len(form[0]) < len(current):
+        e.status, e.shown, e.reason, e.detail = ItemStatus.TRUNCATED, form[0], "budget", form[1]
         return 0
-    e.status, e.reason, e.shown = ItemStatus.DROPPED, "budget", None
+    e.status, e.reason, e.shown, e.detail = ItemStatus.DROPPED, "budget", None, None
     return excess - size
 
 
@@ -140,19 +142,20 @@ def grow(f: SectionFill, room: int) -> bool:
     if f.section.messages is not None:
         return False
     cut = next((e for e in f.entries if e.status == ItemStatus.TRUNCATED), None)
-    if cut is None:  # the next item left out for room may fit in part
-        cut = _next_candidate(f)
-        if cut is None:
-            return False
-        shown = f.truncate(cut.body, room - f.entry_estimate(cut, "") - 2)
-    else:
-        shown = f.truncate(cut.body, f.count(cut.current) + room - 2)
-        if shown and len(shown) <= len(cut.current):
-            return False
-    if not shown:
+    if cut is not None:
+        return _grown(f, cut, cut.current, f.count(cut.current) + room - 2, True)
+    cut = _next_candidate(f)  # the next item left out for room may fit in part
+    return cut is not None and _grown(f, cut, "", room - f.cut_tag_tokens(cut) - 2, False)
+
+
+def _grown(f: SectionFill, cut: _Entry, before: str, max_tokens: int, last_resort: bool) -> bool:
+    """Show more of ``cut`` (now showing ``before``) in ``max_tokens``; False when no longer form fits."""
+    form = f.form(cut, max_tokens, last_resort)
+    if form is None or len(form[0]) <= len(before):
         return False
-    cut.status, cut.shown, cut.reason = ((ItemStatus.INCLUDED, None, None) if shown == cut.body
-                                         else (ItemStatus.TRUNCATED, shown, "budget"))
+    cut.status, cut.shown, cut.reason, cut.detail = (
+        (ItemStatus.INCLUDED, None, None, None) if form[0] == cut.body
+        else (ItemStatus.TRUNCATED, form[0], "budget", form[1]))
     _rebuild(f)
     return True
 

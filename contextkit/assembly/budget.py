@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import ConfigDict, Field
 
-from contextkit.assembly._fill import SectionFill
+from contextkit.assembly._fill import SectionFill, lean_attributes
 from contextkit.assembly._invisible import without_invisible
 from contextkit.assembly._prepare import prepare, redacted
 from contextkit.assembly._settle import settle, share_out
@@ -151,6 +151,8 @@ class AssemblyOptions(Settings):
 
 
 _DEFAULTS = AssemblyOptions()
+#: A budget is tight when the reminder and one tag's optional attributes would take more than this share of it.
+TIGHT_SHARE = 0.1
 
 
 def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer | None = None,
@@ -200,10 +202,15 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     notes = [f"section {f.section.name!r} is empty" for f in fills if f.body is None and not f.entries]
     _hand_history(fills, history_summarizer)
     room = limit - (chat_reserve(opts.chat, tok) if opts.chat else 0)
+    if _tight(fills, room):
+        fills = _lean(fills)
+        notes.append(f"tight budget ({limit:,} tokens): the instructions are stated once and evidence tags "
+                     "carry only their id")
     flexible = _spend(fills, room, opts)
     total = settle(fills, flexible, room, tok)
     chat = chat_parts(fills)
     for f in fills:
+        f.report_unshown_parts()
         f.release(opts.keep_text)
     prompt = "".join(b.text for f in fills for b in f.blocks)
     if opts.verify:
@@ -307,6 +314,30 @@ def _spend(fills: list[SectionFill], limit: int, opts: AssemblyOptions) -> list[
     share_out(flexible, limit, limit - sum(needed.values()),
               Deduplicator(opts.near_duplicate_threshold) if opts.merge_passages else None)
     return flexible
+
+
+def _tight(fills: list[SectionFill], room: int) -> bool:
+    """Whether the budget is tight: restating the instructions and the optional attributes of the best
+    passage's tag (source when the id names it, score, the truncated flag) would take more than
+    :data:`TIGHT_SHARE` of it, or the pinned sections would not fit with the restatement.
+
+    Why: at a few hundred tokens they took a third of the prompt (49 tokens a tag, the instructions
+    twice) and left the answer out; in a larger prompt they cost little and help a model."""
+    optional = sum(f.full_estimate() for f in fills if f.section.role == Role.REMINDER)
+    for f in fills:
+        best = next((e for e in f.entries if e.status == ItemStatus.PENDING), None)
+        if f.section.items is not None and best is not None:
+            full = f.count(f.renderer.item_block("", {**best.attrs, "truncated": "true"}))
+            optional += full - f.count(f.renderer.item_block("", lean_attributes(best.attrs)))
+    pinned = sum(f.full_estimate() for f in fills if f.section.pinned)
+    return optional > TIGHT_SHARE * room or pinned > room
+
+
+def _lean(fills: list[SectionFill]) -> list[SectionFill]:
+    """The fills for a tight budget: the instructions stated once (no reminder), lean evidence tags."""
+    for f in fills:
+        f.lean = f.section.items is not None
+    return [f for f in fills if f.section.role != Role.REMINDER]
 
 
 def _priority(section: Section) -> int:

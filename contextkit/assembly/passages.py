@@ -29,7 +29,9 @@ def merge_overlapping(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], di
     Returns the merged list and ``{absorbed id: id it was merged into}``. A merged
     passage takes the id *and* the score of its best-scoring part (ties: the first),
     so the id a model cites and the score beside it belong to the same chunk; its
-    similarity is the best of its parts'. Passages whose texts disagree on the shared
+    similarity is the best of its parts'. ``metadata["merged_spans"]`` holds each part's
+    ``[id, start, end]`` in the merged text: a merged passage that must be cut is cut from
+    its best part's own text, so the id names the text shown. Passages whose texts disagree on the shared
     range (two versions of a document) are kept apart.
     """
     by_doc: dict[str, list[EvidenceItem]] = defaultdict(list)
@@ -86,8 +88,10 @@ def _finish(item: EvidenceItem, parts: list[EvidenceItem], absorbed: dict[str, s
         if p.id != best.id:
             absorbed[p.id] = best.id
     sims = [p.similarity for p in parts if p.similarity is not None]
+    origin = _span(item)[0]
+    spans = [[p.id, _span(p)[0] - origin, _span(p)[1] - origin] for p in parts]
     return replace(item, id=best.id, score=best.score, similarity=max(sims) if sims else None,
-                   metadata={**item.metadata, "merged_ids": [p.id for p in parts]})
+                   metadata={**item.metadata, "merged_ids": [p.id for p in parts], "merged_spans": spans})
 
 
 def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_middle") -> list[EvidenceItem]:

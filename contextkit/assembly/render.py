@@ -30,7 +30,7 @@ from typing import Literal
 
 from contextkit.core.errors import InvalidArgumentError, SectionError
 
-__all__ = ["TEXT_ESCAPES", "Renderer", "cdata_text", "cut_inside", "escape_attribute", "escape_text"]
+__all__ = ["TEXT_ESCAPES", "Renderer", "cdata_text", "cut_inside", "escape_attribute", "escape_text", "plain_text"]
 
 _TAG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 # Characters XML 1.0 cannot carry: C0 controls except tab/newline/CR, lone surrogates, U+FFFE/U+FFFF.
@@ -197,3 +197,11 @@ class Renderer:
         if not attributes:
             return ""
         return "".join(f' {k}="{escape_attribute(v)}"' for k, v in attributes.items())
+
+
+def plain_text(body: str) -> str:
+    """The text a rendered XML body (:meth:`Renderer.body`) shows, unescaped: for lengths and
+    comparisons with the raw text (characters XML cannot carry stay U+FFFD)."""
+    if body.startswith(_CDATA_OPEN) and body.endswith(_CDATA_CLOSE):
+        return body[len(_CDATA_OPEN) : -len(_CDATA_CLOSE)].replace(_CDATA_SPLIT, "]]>")
+    return body.replace("]]&gt;", "]]>").replace("&lt;", "<").replace("&amp;", "&")

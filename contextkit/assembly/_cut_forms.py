@@ -1,0 +1,125 @@
+"""One evidence passage cut to a token cap, in the form that keeps most of what bears on the question.
+
+Why: under a small budget the best passage rarely fits whole, and which part of it goes in
+decides whether the answer does. Its start (the old cut) holds the answer only by chance; the
+sentences that share most words with the question hold it far more often. So a passage that
+must be cut keeps, in this order of preference:
+
+1. a cut at a sentence end, when it keeps the sentence that bears most on the question
+   (:func:`._prune.sentence_scores`: the question's words it holds, weighted by their rarity in
+   the passage); else its sentences that bear most on the question (:func:`._prune.prune_to_fit`:
+   verbatim, in document order, gaps marked `` … ``);
+   under a tight budget the room whole sentences leave goes to the words that follow them, cut
+   at a token boundary and marked ``…``;
+2. as a last resort, when not one whole sentence fits, the sentence that bears most on the
+   question cut at a token boundary, the cut marked ``…``: a prompt must not go out
+   without evidence when some of it fits.
+
+Cuts work on the body as it goes in the prompt (inside its CDATA section, if any; never
+inside an entity), so their counts are the prompt's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from contextkit.assembly._prune import ELLIPSIS, prune_to_fit, sentence_scores
+from contextkit.assembly.render import cut_inside
+from contextkit.core.text import split_sentences, truncate_at_sentence
+from contextkit.core.tokenizers import Tokenizer
+
+__all__ = ["MIN_TOKENS", "cut_passage", "token_cut"]
+
+#: The smallest piece of a passage worth its tag: fewer tokens than this and the passage is left out.
+MIN_TOKENS = 4
+
+
+def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer, fill_rest: bool = False,
+                last_resort: bool = True) -> tuple[str, str | None] | None:
+    """``(body shown, detail)`` within ``max_tokens`` tokens, or None when not even a piece fits.
+
+    ``fill_rest`` (a tight budget): the room whole sentences leave goes to a piece of the next
+    sentence (the one after a cut, else the best one left out), cut at a token boundary and marked."""
+    details: list[str] = []
+
+    def best(text: str, n: int) -> str | None:
+        cut = truncate_at_sentence(text, n, tokenizer)
+        top = _top_sentence(text, query)
+        if cut is not None and (top is None or len(cut) >= len(text[: top[1]].rstrip())):
+            return _with_rest(text, cut, n, tokenizer) if fill_rest else cut  # the best sentence is in the cut
+        pruned = prune_to_fit(text, query, n, tokenizer, rest=_piece_of(tokenizer) if fill_rest else None)
+        if pruned is None:
+            return cut
+        if pruned[1] < pruned[2]:
+            details.append(f"pruned to {pruned[1]} of {pruned[2]} sentences to fit")
+        return pruned[0]
+
+    shown = cut_inside(body, max_tokens, best, tokenizer.count)
+    if shown:
+        return shown, details[-1] if details else None
+    if not last_resort:
+        return None
+    shown = cut_inside(body, max_tokens, lambda t, n: token_cut(t, query, n, tokenizer), tokenizer.count)
+    return (shown, "one sentence cut at a token boundary to fit") if shown else None
+
+
+def _piece_of(tokenizer: Tokenizer) -> Callable[[str, int], str]:
+    """A sentence's first tokens within a cap ("" when under :data:`MIN_TOKENS`)."""
+    def piece(sentence: str, max_tokens: int) -> str:
+        if max_tokens - 1 < MIN_TOKENS:
+            return ""
+        text = _token_prefix(sentence, max_tokens - 1, tokenizer)  # _join marks the cut
+        return text if text.strip() else ""
+    return piece
+
+
+def _with_rest(text: str, cut: str, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """``cut`` (a prefix of ``text``) and, in the room it leaves, the text after it up to a token boundary,
+    marked ``…``: under a tight budget the words that follow are worth more than unused room."""
+    left = max_tokens - tokenizer.count(cut) - 2  # the mark, and a token that may merge differently
+    if left < MIN_TOKENS or len(cut) >= len(text.rstrip()):
+        return cut
+    after = text[len(cut):]
+    piece = _token_prefix(after, left, tokenizer)
+    return cut + piece + ("" if piece == after.rstrip() else ELLIPSIS) if piece.strip() else cut
+
+
+def _top_sentence(text: str, query: str | None) -> tuple[int, int] | None:
+    """The span of the sentence of ``text`` that bears most on ``query`` (ties: the first); None when
+    none holds a word of it."""
+    spans = split_sentences(text)
+    scores = sentence_scores(text, spans, query) if query else []
+    best = max(scores, default=0.0)
+    return next(span for span, score in zip(spans, scores) if score == best) if best > 0 else None
+
+
+def token_cut(text: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> str | None:
+    """The sentence of ``text`` that shares most words with ``query`` (ties: the first), cut at a token
+    boundary within ``max_tokens`` and marked ``…``; None under :data:`MIN_TOKENS`."""
+    if max_tokens < MIN_TOKENS:
+        return None
+    spans = split_sentences(text) or [(0, len(text))]
+    a, b = _top_sentence(text, query) or spans[0]
+    sentence = text[a:b]
+    ids = tokenizer.encode(sentence)
+    if len(ids) <= max_tokens:
+        return sentence
+    piece = _token_prefix(sentence, max_tokens - 1, tokenizer)  # the mark takes a token
+    return piece + ELLIPSIS if piece.strip() else None
+
+
+def _token_prefix(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """The characters of ``text``'s first ``max_tokens`` tokens (never half a character or an entity),
+    white space at the end taken off."""
+    ids, ends = tokenizer.encode_with_offsets(text)
+    if len(ids) <= max_tokens:
+        return text.rstrip()
+    keep, end = max_tokens, -1
+    while keep > 0 and end < 0:  # a token that ends inside a character reports -1
+        end = int(ends[keep - 1])
+        keep -= 1
+    piece = text[: max(end, 0)]
+    amp = piece.rfind("&")
+    if amp >= 0 and ";" not in piece[amp:]:  # never half an entity (&amp; &lt;)
+        piece = piece[:amp]
+    return piece.rstrip()
