@@ -15,7 +15,7 @@ matters; and a question the index cannot answer should not cost a full prompt. W
   (:func:`index_min_similarity`): one cosine cannot serve every corpus, since how alike a
   question and an unrelated passage are depends on how alike the index's passages are to
   each other (MiniLM, mean cosine of passages from different documents: SciFact's abstracts
-  0.11, XQuAD's Wikipedia paragraphs 0.03; an answerable XQuAD question's best passage can
+  0.11, XQuAD's Wikipedia paragraphs 0.02; an answerable XQuAD question's best passage can
   be as low as 0.21, below a cosine fitted on SciFact).
 
 Both are reported: how many items stopped at the floor, the floor itself, and why.
