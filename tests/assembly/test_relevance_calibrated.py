@@ -8,6 +8,7 @@ and an unrelated passage are depends on how alike the index's passages are to ea
 from __future__ import annotations
 
 import pytest
+from retrievers.topics import TOPICS
 
 from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.assembly.relevance import AUTO_MAX_SIMILARITY, background_similarity, index_min_similarity
@@ -15,20 +16,9 @@ from contextkit.index import Index
 from contextkit.ingestion import ingest
 from contextkit.retrievers import HybridRetriever
 
-PARAGRAPHS = [
-    "Cats sleep for most of the day and purr when they are content on a warm lap.",
-    "The volcano erupted at dawn and covered the nearby village in grey ash.",
-    "Sourdough needs a starter of flour and water that ferments for several days.",
-    "The striker scored twice in the final minutes to win the championship.",
-    "Glaciers carve deep valleys as they slowly advance and retreat over centuries.",
-    "A violin is tuned in fifths, from the low G string up to the high E string.",
-    "Compound interest makes savings grow faster the longer they are left untouched.",
-    "Honey bees communicate the direction of flowers with a waggle dance.",
-    "The lighthouse keeper trimmed the lamp wick every evening before dusk.",
-    "Coral reefs bleach when warm water drives out the algae living in them.",
-    "Halford Mackinder, an English geographer and politician, is seen as a founder of geopolitics. "
-    "He came into the world at Gainsborough in Lincolnshire and studied at Oxford.",
-]
+PARAGRAPHS = [*(TOPICS[i] for i in (0, 1, 2, 3, 4, 5, 6, 12, 14, 15)),
+              "Halford Mackinder, an English geographer and politician, is seen as a founder of geopolitics. "
+              "He came into the world at Gainsborough in Lincolnshire and studied at Oxford."]
 #: Answerable (the last paragraph), in other words than the passage's: its best cosine is about 0.24.
 PARAPHRASED = "birthplace of the heartland theory author"
 
