@@ -523,7 +523,7 @@ def fused_rankings(c: CandidateLists, mode: str = "hybrid", *, fusion: str = "rr
     (then cut to ``k``), which is what the top of ``retrieve(k')`` sees for any ``k' <= depth``.
     The candidates needed per side must be within the cache's depth.
     """
-    from contextkit.retrievers import rrf_fuse, weighted_fuse
+    from contextkit.retrievers.hybrid import fuse
 
     wide = depth if exact_depth else max(k, depth)
     if mode == "hybrid" and wide > c.depth:
@@ -536,8 +536,7 @@ def fused_rankings(c: CandidateLists, mode: str = "hybrid", *, fusion: str = "rr
             hits = c.bm25[i][:k]
         else:
             runs = [c.dense[i][:wide], c.bm25[i][:wide]]
-            weights = [dense_weight, bm25_weight]
-            hits = (rrf_fuse(runs, weights, rrf_k) if fusion == "rrf" else weighted_fuse(runs, weights))[:k]
+            hits = fuse(runs, fusion, [dense_weight, bm25_weight], min(wide, len(c.corpus_ids)), rrf_k)[:k]
         out[qid] = list(dict.fromkeys(c.corpus_ids[r] for r, _ in hits))
     return out
 

@@ -47,7 +47,7 @@ from contextkit.assembly.messages import (
     count_messages,
 )
 from contextkit.assembly.passages import EvidenceOrder
-from contextkit.assembly.relevance import FillMode
+from contextkit.assembly.relevance import FillMode, index_min_similarity
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.report import AssemblyReport, ItemReport, ReportedSectionStatus, SectionReport
 from contextkit.assembly.sections import Section, SectionError
@@ -126,8 +126,10 @@ class AssemblyOptions(Settings):
     relevance_floor: float = Field(default=0.3, ge=0.0, le=1.0, description="fill='relevant': evidence scoring "
                                    "below this share of the best hit's score stops (0: no floor; 0.3 chosen on "
                                    "SciFact train queries, bench/bench_relevance.py --sweep)")
-    min_similarity: float | None = Field(default=0.3, description="fill='relevant': when the best passage's "
-                                         "query similarity is below this, the question is off topic: no evidence")
+    min_similarity: float | Literal["auto"] | None = Field(
+        default="auto", description="fill='relevant': when the best passage's query similarity is below this, the "
+        "question is off topic: no evidence. 'auto': calibrated per index (3x the mean cosine of its passages "
+        "from different documents, at most 0.3; 0.3 when no index is known)")
     item_tag: str = "document"
     message_tag: str = "message"
     text_escape: Literal["auto", "entities", "cdata"] = Field(
@@ -278,7 +280,8 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
     if not opts.keep_invisible:
         cleaned = [without_invisible(s) for s in sections]
         sections, removed = [s for s, _ in cleaned], sum(n for _, n in cleaned)
-    gate = (opts.fill, opts.relevance_floor, opts.min_similarity)
+    min_similarity = index_min_similarity(None) if opts.min_similarity == "auto" else opts.min_similarity  # no index here
+    gate = (opts.fill, opts.relevance_floor, min_similarity)
     fills = [prepare(sections[i], renderer, tok, opts.min_score, opts.merge_passages, opts.evidence_order, gate)
              for i in order]
     if fills:

@@ -140,6 +140,11 @@ class ContextAssembler(Component):
         parts = _text_sections(instructions=instructions, system=system, task=task, knowledge=knowledge)
         items = [EvidenceItem.coerce(v, i) for i, v in enumerate(evidence or [])]
         retriever = retriever or self.retriever
+        if config.min_similarity == "auto":  # the off-topic cosine of this index (see assembly.relevance)
+            from contextkit.assembly.relevance import index_min_similarity
+
+            config = config.model_copy(update={"min_similarity": index_min_similarity(
+                retriever.index if retriever is not None else None)})
         items, compression = self._evidence(items, retriever, query, k or config.k, filters, budget, config)
         if items or retriever is not None or evidence is not None:
             parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share))

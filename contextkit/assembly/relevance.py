@@ -11,7 +11,12 @@ matters; and a question the index cannot answer should not cost a full prompt. W
 * an **off-topic check** on the query-passage similarity, when the retriever gave one
   (:attr:`EvidenceItem.similarity`, the dense cosine): when even the best passage is
   below ``min_similarity`` the index holds little that bears on the question, and no
-  evidence goes in.
+  evidence goes in. ``min_similarity="auto"`` (the default) calibrates it per index
+  (:func:`index_min_similarity`): one cosine cannot serve every corpus, since how alike a
+  question and an unrelated passage are depends on how alike the index's passages are to
+  each other (MiniLM, mean cosine of passages from different documents: SciFact's abstracts
+  0.11, XQuAD's Wikipedia paragraphs 0.02; an answerable XQuAD question's best passage can
+  be as low as 0.21, below a cosine fitted on SciFact).
 
 Both are reported: how many items stopped at the floor, the floor itself, and why.
 ``fill="budget"`` fills to the cap (only ``min_score``, if given, drops items).
@@ -20,15 +25,32 @@ Both are reported: how many items stopped at the floor, the floor itself, and wh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
 from contextkit.core.records import EvidenceItem
 
-__all__ = ["FillMode", "RelevanceReport", "gate"]
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.index import Index
+
+__all__ = ["AUTO_MAX_SIMILARITY", "BACKGROUND_SCALE", "FillMode", "MinSimilarity", "RelevanceReport",
+           "background_similarity", "gate", "index_min_similarity"]
 
 FillMode = Literal["relevant", "budget"]
+MinSimilarity = float | Literal["auto"] | None
+
+#: ``min_similarity="auto"`` is never above this (the fixed cosine it replaces; chosen on SciFact train),
+#: and is this when no index is known or the index is too small to measure (fewer than
+#: ``_MIN_PAIRS`` pairs of passages from different documents).
+AUTO_MAX_SIMILARITY = 0.3
+#: ``min_similarity="auto"``: this many times the index's background similarity. Chosen on SciFact only,
+#: where 0.3 was tuned (train queries against off-topic ones): its background is 0.11, so a multiple of 3
+#: keeps SciFact at 0.3 (its figures unchanged) while an index of passages less alike gets a lower bar.
+BACKGROUND_SCALE = 3.0
+_SAMPLE = 512
+_MIN_PAIRS = 50
+_cache: dict[tuple[str, int], float | None] = {}
 
 
 class RelevanceReport(BaseModel):
@@ -46,9 +68,65 @@ class RelevanceReport(BaseModel):
     message: str = ""
 
 
+def background_similarity(index: Index) -> float | None:
+    """The mean cosine between passages of different documents in ``index`` (up to 512 chunks drawn with a
+    fixed seed, so the same index gives the same value); None when fewer than 50 such pairs exist.
+    Cached per index folder and generation: a few milliseconds, once."""
+    key = (str(getattr(index, "path", id(index))), int(getattr(index, "generation", 0) or 0))
+    if key not in _cache:
+        _cache[key] = _measure_background(index)
+    return _cache[key]
+
+
+def _measure_background(index: Index) -> float | None:
+    import numpy as np
+
+    db = index.store.db
+    rows = db.execute("SELECT rowid, doc_id FROM chunks ORDER BY rowid").fetchall() if len(index) <= 4 * _SAMPLE \
+        else _sampled_rows(db)
+    if len(rows) > _SAMPLE:
+        picks = np.random.default_rng(0).choice(len(rows), _SAMPLE, replace=False)
+        rows = [rows[i] for i in sorted(picks)]
+    if len(rows) < 2:
+        return None
+    vectors = np.asarray(index.store.vectors_by_rowid([r for r, _ in rows]), dtype=np.float64)
+    docs = np.array([d for _, d in rows])
+    apart = np.triu(docs[:, None] != docs[None, :], k=1)
+    if int(apart.sum()) < _MIN_PAIRS:
+        return None
+    return float((vectors @ vectors.T)[apart].mean())
+
+
+def _sampled_rows(db: object) -> list[tuple[int, str]]:
+    """About 2,048 chunks drawn by rowid from a large index (rowids left by deletions are skipped)."""
+    import numpy as np
+
+    lo, hi = db.execute("SELECT min(rowid), max(rowid) FROM chunks").fetchone()  # type: ignore[attr-defined]
+    picks = sorted({int(x) for x in np.random.default_rng(0).integers(lo, hi + 1, 4 * _SAMPLE)})
+    rows: list[tuple[int, str]] = []
+    for start in range(0, len(picks), 500):
+        part = picks[start: start + 500]
+        rows += db.execute(f"SELECT rowid, doc_id FROM chunks WHERE rowid IN ({','.join('?' * len(part))})",  # type: ignore[attr-defined]
+                           part).fetchall()
+    return rows
+
+
+def index_min_similarity(index: Index | None) -> float:
+    """What ``min_similarity="auto"`` is for ``index``: :data:`BACKGROUND_SCALE` times its
+    :func:`background_similarity`, at most :data:`AUTO_MAX_SIMILARITY` (that, when it cannot be measured)."""
+    background = None if index is None else background_similarity(index)
+    if background is None:
+        return AUTO_MAX_SIMILARITY
+    return float(min(AUTO_MAX_SIMILARITY, max(0.0, BACKGROUND_SCALE * background)))
+
+
 def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None, relevance_floor: float,
-         min_similarity: float | None) -> tuple[list[EvidenceItem], list[tuple[EvidenceItem, str]], RelevanceReport]:
-    """(items kept, [(item left out, detail)], the report). Items without a score are always kept."""
+         min_similarity: MinSimilarity) -> tuple[list[EvidenceItem], list[tuple[EvidenceItem, str]], RelevanceReport]:
+    """(items kept, [(item left out, detail)], the report). Items without a score are always kept.
+    ``min_similarity="auto"`` here (no index known) is :data:`AUTO_MAX_SIMILARITY`; ``ContextAssembler``
+    resolves it for its retriever's index first (:func:`index_min_similarity`)."""
+    if min_similarity == "auto":
+        min_similarity = AUTO_MAX_SIMILARITY
     scored = [it.score for it in items if it.score is not None]
     sims = [it.similarity for it in items if it.similarity is not None]
     report = RelevanceReport(fill=fill, candidates=len(scored), min_similarity=min_similarity,
@@ -82,11 +160,11 @@ def _off_topic(items: Sequence[EvidenceItem], report: RelevanceReport, min_simil
     best = report.best_similarity
     report.off_topic = True
     report.message = (f"the index had little that bears on the question: its best passage's similarity "
-                      f"{best:.3f} is below {min_similarity} (min_similarity); no evidence added")
+                      f"{best:.3f} is below {min_similarity:.3f} (min_similarity); no evidence added")
     gone = [it for it in items if it.score is not None or it.similarity is not None]
     report.below_floor = len(gone)
     kept = [it for it in items if it.score is None and it.similarity is None]
-    detail = f"off topic: the best similarity {best:.3f} is below {min_similarity}"
+    detail = f"off topic: the best similarity {best:.3f} is below {min_similarity:.3f}"
     return kept, [(it, detail) for it in gone], report
 
 

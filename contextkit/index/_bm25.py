@@ -77,6 +77,12 @@ class BM25Config(BaseModel):
     method: str = "lucene"
     stemmer: str | None = "english"  # a Snowball language (PyStemmer), or None
     stopwords: str | None = "en"
+    #: The document's title above every chunk's BM25 text, not only the first chunk's (whose text starts with it):
+    #: a document ranks by its best chunk, and a later chunk without the title misses the query's title words
+    #: (SciFact test at 128-token chunks: see bench/bench_heldout_retrieval.py). False in a manifest written
+    #: before this setting existed (it is absent there), so an old index keeps its terms; new indexes get True
+    #: (``IndexManifest``'s default). Only the BM25 text changes; chunks and vectors are as before.
+    title_every_chunk: bool = False
     #: How text is cut into terms (:mod:`._bm25_analyzer`): CJK runs into bigrams for a new index; a
     #: setting saved without this field is read as :data:`~._bm25_analyzer.LEGACY` (see :meth:`stored`).
     analyzer: str = analyzers.DEFAULT

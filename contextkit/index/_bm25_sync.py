@@ -23,7 +23,19 @@ from contextkit.index._bm25 import BM25Config, BM25Index
 if TYPE_CHECKING:
     from contextkit.index._manifest import IndexManifest
 
-__all__ = ["saved_bm25", "synced_bm25"]
+__all__ = ["bm25_text_sql", "saved_bm25", "synced_bm25"]
+
+#: A chunk's BM25 text with its document's title above it (``BM25Config.title_every_chunk``): every chunk
+#: after the first (whose text starts with the title), when the title is set and the chunk's text does
+#: not already hold it (a ``{title}`` header, say).
+_TITLED = ("CASE WHEN ordinal > 0 AND json_valid(metadata) AND json_type(metadata, '$.title') = 'text' "
+           "AND json_extract(metadata, '$.title') != '' AND instr(header || text, json_extract(metadata, '$.title')) = 0 "
+           "THEN json_extract(metadata, '$.title') || char(10, 10) || header || text ELSE header || text END")
+
+
+def bm25_text_sql(titled: bool) -> str:
+    """The SQL expression (over the ``chunks`` table) giving the text BM25 indexes of a chunk."""
+    return _TITLED if titled else "header || text"
 
 
 def saved_bm25(path: Path, manifest: IndexManifest) -> BM25Index | None:
@@ -50,7 +62,7 @@ def synced_bm25(bm25: BM25Index, db: sqlite3.Connection, added: Iterable[int], g
     if not len(new) and np.array_equal(have, live) and np.array_equal(have, bm25.rowids):
         bm25.generation = generation  # the same chunks: only the stamp moves
         return bm25
-    return bm25.updated(new, chunk_texts(db, new), live, generation)
+    return bm25.updated(new, chunk_texts(db, new, bm25.config.title_every_chunk), live, generation)
 
 
 def live_rowids(db: sqlite3.Connection) -> np.ndarray:
@@ -63,13 +75,13 @@ def live_rowids(db: sqlite3.Connection) -> np.ndarray:
     return np.sort(np.fromstring(joined, dtype=np.int64, sep=","))
 
 
-def chunk_texts(db: sqlite3.Connection, rowids: np.ndarray) -> list[str]:
-    """``header || text`` of these chunks, in their order: what a BM25 build reads of each (see
-    ``RecordStore.iter_chunk_texts``)."""
+def chunk_texts(db: sqlite3.Connection, rowids: np.ndarray, titled: bool = False) -> list[str]:
+    """``header || text`` of these chunks (``titled``: see :func:`bm25_text_sql`), in their order: what a BM25
+    build reads of each (see ``RecordStore.iter_chunk_texts``)."""
     found: dict[int, str] = {}
     ids = [int(i) for i in rowids]
     for lo in range(0, len(ids), 500):
         part = ids[lo: lo + 500]
         marks = ",".join("?" * len(part))
-        found.update(db.execute(f"SELECT rowid, header || text FROM chunks WHERE rowid IN ({marks})", part))
+        found.update(db.execute(f"SELECT rowid, {bm25_text_sql(titled)} FROM chunks WHERE rowid IN ({marks})", part))
     return [found[i] for i in ids]

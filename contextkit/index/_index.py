@@ -603,10 +603,11 @@ class Index(SnapshotReader):
 
     def _build_bm25(self, generation: int) -> BM25Index:
         rowids, texts = [], []
-        for ids, batch in self.store.iter_chunk_texts():
+        config = BM25Config(**self.manifest.bm25)
+        for ids, batch in self.store.iter_chunk_texts(titled=config.title_every_chunk):
             rowids.append(ids)
             texts += batch
-        bm25 = BM25Index(BM25Config(**self.manifest.bm25))
+        bm25 = BM25Index(config)
         bm25.build(np.concatenate(rowids) if rowids else np.zeros(0, np.int64), texts, generation)
         return bm25
 

@@ -72,7 +72,7 @@ class IndexManifest(BaseModel):
     ivfpq_refine: int = Field(default=200, ge=0, le=1 << 20,
                               description="ivfpq: IVF-PQ candidates re-scored exactly (float16 vectors)")
     metric: Literal["ip"] = "ip"
-    bm25: dict[str, Any] = Field(default_factory=lambda: BM25Config().model_dump())
+    bm25: dict[str, Any] = Field(default_factory=lambda: BM25Config(title_every_chunk=True).model_dump())
     generation: int = Field(default=0, ge=-1, le=1 << 62)
     counts: dict[str, int] = Field(default_factory=dict)
     created_at: str = ""

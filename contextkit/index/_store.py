@@ -586,9 +586,12 @@ class RecordStore:
             ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
             yield ids, _vectors_of([r[1] for r in rows], self.dim, self.path)
 
-    def iter_chunk_texts(self, batch: int = 4096) -> Iterator[tuple[np.ndarray, list[str]]]:
-        """``(rowids, header + text)`` of every chunk, in batches: what a BM25 rebuild reads."""
-        cur = self.db.execute("SELECT rowid, header || text FROM chunks ORDER BY rowid")
+    def iter_chunk_texts(self, batch: int = 4096, titled: bool = False) -> Iterator[tuple[np.ndarray, list[str]]]:
+        """``(rowids, header + text)`` of every chunk, in batches: what a BM25 rebuild reads (``titled``: the
+        document's title above every later chunk, see ``_bm25_sync.bm25_text_sql``)."""
+        from contextkit.index._bm25_sync import bm25_text_sql
+
+        cur = self.db.execute(f"SELECT rowid, {bm25_text_sql(titled)} FROM chunks ORDER BY rowid")
         while rows := cur.fetchmany(batch):
             yield np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), [r[1] for r in rows]
 

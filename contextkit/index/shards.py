@@ -266,7 +266,7 @@ class ShardedIndex:
             for s, shard in enumerate(self.shards):
                 if len(shard) >= 1 << _ROWID_BITS:
                     raise InvalidArgumentError(f"shard {self.names[s]}: too many chunks for the global BM25 ids")
-                for rowids, batch in shard.store.iter_chunk_texts():
+                for rowids, batch in shard.store.iter_chunk_texts(titled=BM25Config(**configs[0]).title_every_chunk):
                     ids.append((np.int64(s) << _ROWID_BITS) | np.asarray(rowids, dtype=np.int64))
                     texts += batch
             bm25 = BM25Index(BM25Config(**configs[0]))

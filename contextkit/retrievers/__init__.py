@@ -9,7 +9,7 @@ from contextkit.retrievers.base import Filters, RetrievalError, Retriever
 from contextkit.retrievers.bm25 import BM25Retriever
 from contextkit.retrievers.dense import DenseRetriever
 from contextkit.retrievers.factory import embedder_for, make_retriever
-from contextkit.retrievers.hybrid import HybridRetriever, rrf_fuse, weighted_fuse
+from contextkit.retrievers.hybrid import HybridRetriever, adaptive_weights, rrf_fuse, run_confidence, weighted_fuse
 from contextkit.retrievers.mmr import mmr_select
 from contextkit.retrievers.rerank import CrossEncoderReranker, Reranker
 
@@ -22,9 +22,11 @@ __all__ = [
     "Reranker",
     "RetrievalError",
     "Retriever",
+    "adaptive_weights",
     "embedder_for",
     "make_retriever",
     "mmr_select",
     "rrf_fuse",
+    "run_confidence",
     "weighted_fuse",
 ]

@@ -1,4 +1,10 @@
-"""``HybridRetriever``: dense and BM25 fused by reciprocal rank (default) or weighted scores."""
+"""``HybridRetriever``: dense and BM25 fused by weighted scores, each run weighted per query by how sure it is.
+
+Why per query: a fixed weight chosen on one corpus is wrong on another. Where BM25 is weak (short
+entity queries, paraphrases) its scores are flat, many chunks matching about as well as its best; where
+it is strong its best hit stands out. ``fusion="adaptive"`` (the default) multiplies each run's weight
+by that separation (:func:`run_confidence`), so a flat run counts for little on that query.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +18,10 @@ from contextkit.retrievers.base import Retriever
 from contextkit.retrievers.bm25 import BM25Retriever
 from contextkit.retrievers.dense import DenseRetriever
 
-__all__ = ["HybridRetriever", "rrf_fuse", "weighted_fuse"]
+__all__ = ["HybridRetriever", "adaptive_weights", "rrf_fuse", "run_confidence", "weighted_fuse"]
+
+Fusion = Literal["adaptive", "rrf", "weighted"]
+FUSIONS: tuple[str, ...] = ("adaptive", "rrf", "weighted")
 
 
 def rrf_fuse(runs: list[list[tuple[int, float]]], weights: list[float], k: int = 60) -> list[tuple[int, float]]:
@@ -38,20 +47,44 @@ def weighted_fuse(runs: list[list[tuple[int, float]]], weights: list[float]) -> 
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
+def run_confidence(run: list[tuple[int, float]], depth: int) -> float:
+    """How far a run's best score stands above its others: ``(best - mean) / std`` over ``depth`` scores
+    (the candidates a full run would hold: ``depth``, or fewer when the index has fewer chunks), chunks the
+    run left out (BM25 returns only chunks that share a term) counting as 0. A flat run is near 0; a run
+    with one clear winner is large. 0 for an empty run or one whose scores are all equal."""
+    if not run:
+        return 0.0
+    scores = np.zeros(max(depth, len(run)), dtype=np.float64)
+    scores[: len(run)] = [s for _, s in run]
+    spread = float(scores.std())
+    return max(0.0, float(scores[0] - scores.mean()) / spread) if spread > 0 else 0.0
+
+
+def adaptive_weights(runs: list[list[tuple[int, float]]], weights: list[float], depth: int,
+                     power: float = 1.0) -> list[float]:
+    """``weights`` scaled by each run's :func:`run_confidence` to the ``power``, summing to the sum of
+    ``weights`` (the given weights unchanged when no run has a confidence)."""
+    conf = [run_confidence(run, depth) ** power for run in runs]
+    scaled = [w * c for w, c in zip(weights, conf)]
+    total = sum(scaled)
+    return list(weights) if total <= 0 else [x * sum(weights) / total for x in scaled]
+
+
 class HybridRetriever(Retriever):
     """Both retrievers search ``depth`` candidates each; the fused list is cut to ``k``.
 
-    Defaults were chosen on the BEIR SciFact *train* queries (809) only: weighted
-    fusion of min-max normalised scores with equal weights and depth 100 scored
-    best there, ahead of the best RRF (``python bench/bench_retrieval.py tune``).
+    ``fusion``: ``"adaptive"`` (default; :func:`adaptive_weights` then :func:`weighted_fuse`), ``"weighted"``
+    (fixed weights over min-max normalised scores) or ``"rrf"``. Defaults were chosen on the BEIR SciFact
+    *train* queries only (``python bench/bench_heldout_retrieval.py tune``); held-out figures (SciFact
+    test, XQuAD) are in ``bench/README.md``.
     """
 
     def __init__(self, index: Any, embedder: Embedder | None = None, *,
-                 fusion: Literal["rrf", "weighted"] = "weighted", rrf_k: int = 60, dense_weight: float = 0.5,
+                 fusion: Fusion = "adaptive", rrf_k: int = 60, dense_weight: float = 0.5,
                  bm25_weight: float = 0.5, depth: int = 100, **options: Any) -> None:
         super().__init__(index, **options)
-        if fusion not in ("rrf", "weighted"):
-            raise InvalidArgumentError(f"fusion must be 'rrf' or 'weighted', not {fusion!r}")
+        if fusion not in FUSIONS:
+            raise InvalidArgumentError(f"fusion must be 'adaptive', 'rrf' or 'weighted', not {fusion!r}")
         self.dense = DenseRetriever(index, embedder)
         self.embedder = self.dense.embedder
         self.sparse = BM25Retriever(index)
@@ -63,7 +96,32 @@ class HybridRetriever(Retriever):
                 "bm25_weight": self.weights[1], "depth": self.depth}
 
     def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-        depth = max(n, self.depth)
+        runs, depth = self._runs(query, max(n, self.depth), allowed)
+        return fuse(runs, self.fusion, self.weights, depth, self.rrf_k)[:n]
+
+    def _runs(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[list[list[tuple[int, float]]], int]:
+        """The dense and BM25 runs, and how many candidates a full run holds (``depth``, or fewer chunks)."""
         runs = [self.dense._candidates(query, depth, allowed), self.sparse._candidates(query, depth, allowed)]
-        fused = rrf_fuse(runs, self.weights, self.rrf_k) if self.fusion == "rrf" else weighted_fuse(runs, self.weights)
-        return fused[:n]
+        return runs, min(depth, len(self.index) if allowed is None else len(allowed))
+
+    def fusion_weights(self, query: str, filters: Any = None) -> tuple[float, float]:
+        """The (dense, BM25) weights this retriever fuses ``query``'s runs with: the constructor's for
+        ``"weighted"`` and ``"rrf"``; for ``"adaptive"``, scaled by each run's :func:`run_confidence`
+        (a run of flat scores, or an empty one, counts for little or nothing)."""
+        self.check_request(query, 1)
+        if self.fusion != "adaptive":
+            return self.weights[0], self.weights[1]
+        with self.index.snapshot():
+            runs, depth = self._runs(query, self.depth, self._allowed(self.filters if filters is None else filters))
+        dense, bm25 = adaptive_weights(runs, self.weights, depth)
+        return dense, bm25
+
+
+def fuse(runs: list[list[tuple[int, float]]], fusion: str, weights: list[float], depth: int,
+         rrf_k: int = 60) -> list[tuple[int, float]]:
+    """The runs fused as ``HybridRetriever(fusion=...)`` fuses them (the tuning bench replays this)."""
+    if fusion == "rrf":
+        return rrf_fuse(runs, weights, rrf_k)
+    if fusion == "adaptive":
+        weights = adaptive_weights(runs, weights, depth)
+    return weighted_fuse(runs, weights)

@@ -268,10 +268,10 @@ def write_bm25s_layout(ix: Path) -> None:
     with Index.open(ix, read_only=True) as index:
         corpus = store_corpus(index)
         generation = index.generation
+        config = BM25Config(**index.manifest.bm25)  # the index's own settings (its chunks have no titles)
     folder = derived_path(ix, "bm25")
     shutil.rmtree(folder)
     folder.mkdir()
-    config = BM25Config()
     rowids = np.array(sorted(corpus), dtype=np.int64)
     model = bm25s_model(BM25Index(config).terms([corpus[r] for r in rowids]), config.k1, config.b, config.method)
     model.save(str(folder), allow_pickle=False)
