@@ -81,9 +81,7 @@ def background_similarity(index: Index) -> float | None:
 def _measure_background(index: Index) -> float | None:
     import numpy as np
 
-    db = index.store.db
-    rows = db.execute("SELECT rowid, doc_id FROM chunks ORDER BY rowid").fetchall() if len(index) <= 4 * _SAMPLE \
-        else _sampled_rows(db)
+    rows = index.store.sample_chunk_rows(4 * _SAMPLE)
     if len(rows) > _SAMPLE:
         picks = np.random.default_rng(0).choice(len(rows), _SAMPLE, replace=False)
         rows = [rows[i] for i in sorted(picks)]
@@ -95,20 +93,6 @@ def _measure_background(index: Index) -> float | None:
     if int(apart.sum()) < _MIN_PAIRS:
         return None
     return float((vectors @ vectors.T)[apart].mean())
-
-
-def _sampled_rows(db: object) -> list[tuple[int, str]]:
-    """About 2,048 chunks drawn by rowid from a large index (rowids left by deletions are skipped)."""
-    import numpy as np
-
-    lo, hi = db.execute("SELECT min(rowid), max(rowid) FROM chunks").fetchone()  # type: ignore[attr-defined]
-    picks = sorted({int(x) for x in np.random.default_rng(0).integers(lo, hi + 1, 4 * _SAMPLE)})
-    rows: list[tuple[int, str]] = []
-    for start in range(0, len(picks), 500):
-        part = picks[start: start + 500]
-        rows += db.execute(f"SELECT rowid, doc_id FROM chunks WHERE rowid IN ({','.join('?' * len(part))})",  # type: ignore[attr-defined]
-                           part).fetchall()
-    return rows
 
 
 def index_min_similarity(index: Index | None) -> float:

@@ -15,6 +15,7 @@ import numpy as np
 
 from contextkit.index import _bm25_legacy as legacy
 from contextkit.index._bm25 import BM25Index
+from contextkit.index._bm25_sync import title_above_sql
 from contextkit.index._bm25_postings import Postings
 
 __all__ = ["bm25_differs"]
@@ -23,10 +24,11 @@ __all__ = ["bm25_differs"]
 def bm25_differs(loaded: BM25Index, db: sqlite3.Connection) -> str | None:
     """What differs between ``loaded`` and a BM25 built afresh from ``db``'s texts; None when nothing does."""
     rowids, texts = [], []
-    sql = "SELECT rowid, CAST(header AS BLOB), CAST(text AS BLOB) FROM chunks ORDER BY rowid"
-    for rowid, header, text in db.execute(sql):  # bytes: a damaged text is the store check's to report
+    above = title_above_sql(loaded.config.title_every_chunk)  # what the build put above each text
+    sql = f"SELECT rowid, CAST(({above}) AS BLOB), CAST(header AS BLOB), CAST(text AS BLOB) FROM chunks ORDER BY rowid"
+    for rowid, *parts in db.execute(sql):  # bytes: a damaged text is the store check's to report
         rowids.append(rowid)
-        texts.append(bytes(header or b"").decode("utf-8", "replace") + bytes(text or b"").decode("utf-8", "replace"))
+        texts.append("".join(bytes(part or b"").decode("utf-8", "replace") for part in parts))
     ids = np.asarray(rowids, dtype=np.int64)
     if not np.array_equal(loaded.rowids, ids):
         return "its rowids are not the store's chunks in order (permuted or changed)"

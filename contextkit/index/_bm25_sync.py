@@ -23,19 +23,24 @@ from contextkit.index._bm25 import BM25Config, BM25Index
 if TYPE_CHECKING:
     from contextkit.index._manifest import IndexManifest
 
-__all__ = ["bm25_text_sql", "saved_bm25", "synced_bm25"]
+__all__ = ["bm25_text_sql", "saved_bm25", "synced_bm25", "title_above_sql"]
 
-#: A chunk's BM25 text with its document's title above it (``BM25Config.title_every_chunk``): every chunk
-#: after the first (whose text starts with the title), when the title is set and the chunk's text does
-#: not already hold it (a ``{title}`` header, say).
-_TITLED = ("CASE WHEN ordinal > 0 AND json_valid(metadata) AND json_type(metadata, '$.title') = 'text' "
-           "AND json_extract(metadata, '$.title') != '' AND instr(header || text, json_extract(metadata, '$.title')) = 0 "
-           "THEN json_extract(metadata, '$.title') || char(10, 10) || header || text ELSE header || text END")
+#: What goes above a chunk's text in BM25 with ``BM25Config.title_every_chunk``: its document's title and
+#: a blank line, for every chunk after the first (whose text starts with the title), when the title is set
+#: and the chunk's text does not already hold it (a ``{title}`` header, say); else nothing.
+_TITLE_ABOVE = ("CASE WHEN ordinal > 0 AND json_valid(metadata) AND json_type(metadata, '$.title') = 'text' "
+                "AND json_extract(metadata, '$.title') != '' AND instr(header || text, json_extract(metadata, '$.title')) = 0 "
+                "THEN json_extract(metadata, '$.title') || char(10, 10) ELSE '' END")
+
+
+def title_above_sql(titled: bool) -> str:
+    """The SQL expression (over the ``chunks`` table) of what BM25 puts above a chunk's ``header || text``."""
+    return _TITLE_ABOVE if titled else "''"
 
 
 def bm25_text_sql(titled: bool) -> str:
     """The SQL expression (over the ``chunks`` table) giving the text BM25 indexes of a chunk."""
-    return _TITLED if titled else "header || text"
+    return f"({title_above_sql(titled)}) || header || text"
 
 
 def saved_bm25(path: Path, manifest: IndexManifest) -> BM25Index | None:

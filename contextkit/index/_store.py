@@ -595,6 +595,20 @@ class RecordStore:
         while rows := cur.fetchmany(batch):
             yield np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)), [r[1] for r in rows]
 
+    def sample_chunk_rows(self, n: int, seed: int = 0) -> list[tuple[int, str]]:
+        """``(rowid, doc_id)`` of every chunk when the store holds at most ``n``, else of about ``n`` drawn
+        by rowid with a fixed seed (rowids left by deletions are skipped): the same store gives the same
+        sample, without reading every row of a large index."""
+        lo, hi, count = self.db.execute("SELECT min(rowid), max(rowid), count(*) FROM chunks").fetchone()
+        if count <= n:
+            return [(int(r), str(d)) for r, d in self.db.execute("SELECT rowid, doc_id FROM chunks ORDER BY rowid")]
+        picks = sorted({int(x) for x in np.random.default_rng(seed).integers(lo, hi + 1, n)})
+        rows: list[tuple[int, str]] = []
+        for part, marks in _in_batches(picks):
+            sql = f"SELECT rowid, doc_id FROM chunks WHERE rowid IN ({marks}) ORDER BY rowid"
+            rows += [(int(r), str(d)) for r, d in self.db.execute(sql, part)]
+        return rows
+
     def vectors_by_rowid(self, rowids: Sequence[int]) -> np.ndarray:
         """The stored vectors of these chunks, in the order given."""
         ids = [int(i) for i in rowids]
