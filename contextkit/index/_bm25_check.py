@@ -15,8 +15,8 @@ import numpy as np
 
 from contextkit.index import _bm25_legacy as legacy
 from contextkit.index._bm25 import BM25Index
-from contextkit.index._bm25_sync import title_above_sql
 from contextkit.index._bm25_postings import Postings
+from contextkit.index._bm25_sync import title_above_sql
 
 __all__ = ["bm25_differs"]
 
