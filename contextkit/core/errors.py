@@ -19,6 +19,7 @@ __all__ = [
     "ConfigError",
     "ContextkitError",
     "ConversionError",
+    "DocumentNotFoundError",
     "EmbeddingMemoryError",
     "EvaluationError",
     "HeaderTooLargeError",
@@ -44,6 +45,7 @@ __all__ = [
     "RetrievalError",
     "SearchError",
     "SectionError",
+    "ServeError",
     "StoreCorruptError",
     "StoreWriteError",
     "TokenizerNotFoundError",
@@ -273,3 +275,14 @@ class OutputValidationError(ContextkitError, ValueError):
 
 class UsageLogError(ContextkitError, ValueError):
     """A usage log that cannot be read, or a line of it that is not a usage record (names the line)."""
+
+
+# ------------------------------------------------------------ serving (contextkit.serve)
+
+
+class ServeError(ContextkitError, RuntimeError):
+    """A server that cannot start as asked (the ``serve`` extra missing, a token file unreadable, a port taken)."""
+
+
+class DocumentNotFoundError(ContextkitError, LookupError):
+    """A document id the index does not hold (a server answers it with 404, or a tool error)."""

@@ -56,7 +56,7 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -469,6 +469,21 @@ class Index(SnapshotReader):
     def chunk_doc_ids(self) -> dict[int, str]:
         """``{rowid: doc_id}`` of every chunk: how evaluation maps search hits (rowids) to documents."""
         return self.store.chunk_doc_ids()
+
+    def document_chunks(self, doc_id: str) -> list[Chunk]:
+        """The chunks of one document in the generation this reader serves, in reading order (none when
+        the index does not hold it).
+
+        Why: a server hands out a whole document (or a range of it) rebuilt from its chunks' offsets; the
+        rows are those of one generation, as a search's are, whatever a writer commits meanwhile."""
+        with self.snapshot():
+            rowids = self.rowids_matching(doc_ids=[doc_id])
+            chunks = self.store.chunks_by_rowid(rowids) if len(rowids) else {}
+        return sorted(chunks.values(), key=lambda c: (c.ordinal, c.start))
+
+    def iter_documents(self) -> Iterator[tuple[str, str, int]]:
+        """``(doc_id, source, n_chars)`` of every document the store holds now, by id."""
+        return self.store.iter_documents()
 
     def document_sources(self, doc_ids: Sequence[str] | set[str]) -> dict[str, str]:
         """``{doc_id: source path}`` of those of ``doc_ids`` the index holds; an empty source is left out.

@@ -495,6 +495,12 @@ class RecordStore:
         self.db.execute("DELETE FROM documents WHERE id = ?", (doc_id,))
         return ids
 
+    def iter_documents(self) -> Iterator[tuple[str, str, int]]:
+        """``(doc_id, source, n_chars)`` of every document, by id (what a server lists, page by page)."""
+        for doc_id, source, n_chars in self.db.execute("SELECT id, source, n_chars FROM documents ORDER BY id"):
+            if type(doc_id) is str and type(source) is str and type(n_chars) is int:  # a crafted row is skipped
+                yield doc_id, source, n_chars
+
     def document_sources(self, doc_ids: Iterable[str]) -> dict[str, str]:
         """``{doc_id: source path}`` of those of ``doc_ids`` the store holds (a source may be empty)."""
         ids = sorted(set(doc_ids))

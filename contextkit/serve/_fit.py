@@ -1,0 +1,77 @@
+"""Results cut to a caller's token limit, counted exactly on the JSON the caller receives.
+
+Why exact: an agent gives a tool a limit because its own context is small; a result that is
+"about" the limit overflows it. Every result here is serialised once (:func:`result_json`) and
+that text is what is counted, sent over MCP and over HTTP, so the count holds for what arrives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["cut_text", "fit_items", "result_json"]
+
+Count = Callable[[str], int]
+
+
+def result_json(data: dict[str, Any]) -> str:
+    """The one serialisation of a result: compact, UTF-8 text kept as is (a non-ASCII word is not six tokens)."""
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+
+
+def fit_items(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit: int, count: Count,
+              text_field: str = "text") -> dict[str, Any]:
+    """``base`` with as many of ``items`` (best first) under ``key`` as fit in ``limit`` tokens of JSON.
+
+    The result says what was left out: ``omitted`` (items not returned) and, when even the first item
+    does not fit whole, that item with its ``text_field`` cut at a token boundary and ``truncated`` set.
+    A ``limit`` too small for the envelope alone returns no items (``omitted`` counts them all).
+    """
+    def build(n: int) -> dict[str, Any]:
+        return {**base, key: items[:n], "omitted": len(items) - n}
+
+    lo, hi = 0, len(items)  # the largest n whose JSON fits: binary search (each probe one exact count)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count(result_json(build(mid))) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    if lo > 0 or not items or text_field not in items[0]:
+        return build(lo)
+    first = items[0]
+    shell = {**base, key: [{**first, text_field: "", "truncated": True}], "omitted": len(items) - 1}
+    room = limit - count(result_json(shell))
+    if room <= 0:
+        return build(0)
+    text = str(first[text_field])
+    for _ in range(8):  # the cut's estimate of the join can be a token off: cut again until the whole fits
+        cut = cut_text(text, room, count)
+        if not cut:
+            return build(0)
+        result = {**base, key: [{**first, text_field: cut, "truncated": True}], "omitted": len(items) - 1}
+        excess = count(result_json(result)) - limit
+        if excess <= 0:
+            return result
+        room -= excess
+    return build(0)
+
+
+def cut_text(text: str, limit: int, count: Count) -> str:
+    """The longest prefix of ``text`` whose JSON string form counts at most ``limit`` tokens (binary search on
+    characters; a prefix never ends inside a surrogate pair, as Python strings hold none)."""
+    def size(n: int) -> int:
+        return count(json.dumps(text[:n], ensure_ascii=False)) - 1  # the quotes and the join cost about one
+
+    if size(len(text)) <= limit:
+        return text
+    lo, hi = 0, len(text)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(mid) <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[:lo]
