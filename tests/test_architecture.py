@@ -27,8 +27,8 @@ def _archcheck():
 arch = _archcheck()
 GRAPH = arch.import_graph()
 
-#: What the core may not import (docs/architecture.md, "Walls"): the CLI, the plug-ins, the Ray runner.
-OUTER = ("contextkit.cli", "contextkit.integrations", "contextkit.ingestion.ray")
+#: What the core may not import (docs/architecture.md, "Walls"): the CLI, the plug-ins, the servers, the Ray runner.
+OUTER = ("contextkit.cli", "contextkit.integrations", "contextkit.serve", "contextkit.ingestion.ray")
 
 
 class TestImportGraph:

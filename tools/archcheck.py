@@ -158,6 +158,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("contextkit.assembly",),
     ("contextkit.llm",),
     ("contextkit.evaluation",),
+    ("contextkit.serve",),  # the servers (MCP, HTTP): over the library, under the CLI that starts them
     ("contextkit.cli", "contextkit.integrations"),  # the outer layers, beside each other
     ("contextkit", "contextkit.__main__"),
 ]

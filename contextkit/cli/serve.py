@@ -62,7 +62,7 @@ def serve(
             if token is None:
                 raise fail("serving other machines needs a bearer token: --token-file or CONTEXTKIT_SERVE_TOKEN", 2)
         _check_extra()
-        from contextkit.serve._server import serve as run
+        from contextkit.serve._run import serve as run
 
         def ready(state: Any) -> None:
             info = state.service.info()

@@ -15,7 +15,8 @@ from contextkit.serve._requests import (
     ListSourcesRequest,
     SearchRequest,
 )
-from contextkit.serve._server import ServerState, ServeSettings, serve
+from contextkit.serve._run import serve
+from contextkit.serve._server import ServerState, ServeSettings
 from contextkit.serve._service import IndexService
 
 __all__ = [

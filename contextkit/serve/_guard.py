@@ -34,6 +34,7 @@ __all__ = ["Guard", "RateLimiter"]
 Scope = dict[str, Any]
 
 _LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_GONE = b"\0gone"  # what _read_capped returns for a client that disconnected mid-body (compared by identity)
 _OPEN_PATHS = ("/v1/health",)
 
 
@@ -90,22 +91,38 @@ class Guard:
             self._audit(scope, status, message)
             await _send_error(send, status, message, extra)
             return
-        self.inflight += 1
-        started = False
-
-        async def tracked_send(message: Any) -> None:
-            nonlocal started
-            started = started or message.get("type") == "http.response.start"
-            await send(message)
-
-        try:
-            await self.app(scope, self._capped(receive), tracked_send)
-        except _BodyTooLarge:
-            self._audit(scope, 413, "request body over the limit")
-            if not started:
+        if scope.get("method") in ("POST", "PUT", "PATCH"):
+            # The whole body is read here, capped, before the app sees the request: a body sent in chunks with
+            # no length to refuse it by stops at the limit, and a client gone mid-body never reaches the app.
+            body = await self._read_capped(receive)
+            if body is _GONE:
+                return
+            if body is None:
+                self._audit(scope, 413, "request body over the limit")
                 await _send_error(send, 413, f"the request body is over {self.max_request_bytes:,} bytes", {})
+                return
+            receive = _replay(body)
+        self.inflight += 1
+        try:
+            await self.app(scope, receive, send)
         finally:
             self.inflight -= 1
+
+    async def _read_capped(self, receive: Any) -> bytes | None:
+        """The whole body, None as soon as it passes the limit (what was read is dropped), or ``_GONE`` when the
+        client went away before sending all of it."""
+        parts, seen = [], 0
+        while True:
+            message = await receive()
+            if message.get("type") != "http.request":
+                return _GONE
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen > self.max_request_bytes:
+                return None
+            parts.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(parts)
 
     def _refusal(self, scope: Scope, headers: dict[str, str]) -> tuple[int, str, dict[str, str]] | None:
         path = scope.get("path", "")
@@ -138,22 +155,6 @@ class Guard:
         client = scope.get("client")
         return str(client[0]) if client else "unknown"
 
-    def _capped(self, receive: Any) -> Any:
-        """``receive`` that raises once the body read passes the limit (a body sent without a length)."""
-        seen = 0
-        limit = self.max_request_bytes
-
-        async def capped() -> Any:
-            nonlocal seen
-            message = await receive()
-            if message.get("type") == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise _BodyTooLarge
-            return message
-
-        return capped
-
     def _audit(self, scope: Scope, status: int, message: str) -> None:
         if self.audit is None:
             return
@@ -163,8 +164,20 @@ class Guard:
                           outcome="refused", started=time.perf_counter(), error=message, status=status)
 
 
-class _BodyTooLarge(Exception):
-    pass
+def _replay(body: bytes) -> Any:
+    """A ``receive`` that hands the app the body read already, then waits as the server's would."""
+    sent = False
+
+    async def receive() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        import anyio
+
+        await anyio.sleep_forever()  # the app only asks again to learn of a disconnect; none is coming here
+
+    return receive
 
 
 def _loopback_host(host: str) -> bool:

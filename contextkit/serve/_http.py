@@ -26,6 +26,7 @@ __all__ = ["build_http_app", "openapi", "run_http"]
 def build_http_app(state: ServerState) -> Any:
     """The ASGI app: the guard around MCP's Starlette app with the JSON routes added to it."""
     from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.requests import ClientDisconnect
     from starlette.responses import JSONResponse, Response
 
     from contextkit.serve._mcp import build_mcp_server
@@ -35,7 +36,10 @@ def build_http_app(state: ServerState) -> Any:
 
     def json_route(name: str) -> Any:
         async def endpoint(request: Request) -> Response:
-            body = await request.body()
+            try:
+                body = await request.body()
+            except ClientDisconnect:  # gone before its body arrived: nothing was started, nothing to answer
+                return Response(status_code=400)
             if not request.headers.get("content-type", "").split(";")[0].strip().lower() == "application/json":
                 return _error(415, "send the request as JSON (Content-Type: application/json)")
             try:

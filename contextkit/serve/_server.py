@@ -1,4 +1,4 @@
-"""A server's settings and state, and the two ways to run it: MCP over stdio, or HTTP (MCP and JSON on one port).
+"""A server's settings and state (the ways to run it are :mod:`._run`'s).
 
 Why one process: the model and the index are loaded once and serve every client (a service of
 several worker processes loaded them in each). Calls run in worker threads, at most ``workers`` at
@@ -21,7 +21,7 @@ from contextkit.serve._audit import AuditLog
 from contextkit.serve._calls import CallOutcome, run_call
 from contextkit.serve._service import DEFAULT_RESULT_TOKENS, MAX_RESULT_TOKENS, IndexService
 
-__all__ = ["ServeSettings", "ServerState", "is_loopback", "read_token", "serve"]
+__all__ = ["ServeSettings", "ServerState", "is_loopback", "read_token"]
 
 log = logging.getLogger(__name__)
 
@@ -119,23 +119,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def serve(settings: ServeSettings, ready: Any = None) -> None:
-    """Run a server until interrupted: MCP over stdin/stdout, or HTTP with MCP at ``/mcp`` and JSON at ``/v1``.
-    ``ready`` is called with the state once the index and the model are loaded (the CLI says where it listens)."""
-    settings.check()
-    state = ServerState(settings)
-    if ready is not None:
-        ready(state)
-    try:
-        if settings.mcp == "stdio":
-            from contextkit.serve._mcp import build_mcp_server
-
-            build_mcp_server(state).run("stdio")
-        else:
-            from contextkit.serve._http import run_http
-
-            run_http(state)
-    finally:
-        state.close()
