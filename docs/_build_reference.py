@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 #: Modules whose ``__all__`` is documented, in this order.
-MODULES = ("contextkit", "contextkit.assembly", "contextkit.compressors", "contextkit.retrievers")
+MODULES = ("contextkit", "contextkit.assembly", "contextkit.compressors", "contextkit.retrievers", "contextkit.serve")
 OUT = Path(__file__).resolve().parent / "reference.md"
 
 HEADER = """# API reference

@@ -90,7 +90,8 @@ class IndexService:
                   "source": sources.get(h.chunk.doc_id, ""), "score": float(h.score), "start": h.chunk.start,
                   "end": h.chunk.end, "metadata": h.chunk.metadata, "text": h.chunk.text}
                  for rank, h in enumerate(hits, start=1)]
-        base = {"query": request.query, "mode": request.mode, "generation": generation}
+        # The query is not echoed: the caller has it, and with a redacting index it must not come back unmasked.
+        base = {"mode": request.mode, "generation": generation}
         return fit_items(base, "hits", items, limit, self.count)
 
     def assemble_context(self, request: AssembleRequest) -> dict[str, Any]:
@@ -121,7 +122,7 @@ class IndexService:
                                         history=[m.model_dump(exclude_none=True) for m in request.history or []],
                                         k=request.k, filters=self._filters(request.filters))
         report = result.report
-        data: dict[str, Any] = {"question": request.question, "generation": generation}
+        data: dict[str, Any] = {"generation": generation}
         if request.chat:
             data["messages"] = result.messages(request.chat)
         else:

@@ -204,9 +204,34 @@ def test_rate_and_size_limits(guarded: tuple[str, str, Path]) -> None:
     big = post(base, "search", {"query": "x" * 3000}, headers=auth)
     assert big.status_code == 413
     time.sleep(3)  # the bucket refills
-    statuses = [post(base, "list_sources", {"limit": 1}, headers=auth).status_code for _ in range(12)]
-    assert statuses[:4] == [200] * 4 and 429 in statuses
-    limited = post(base, "list_sources", {}, headers=auth)
-    assert limited.status_code == 429 and int(limited.headers["retry-after"]) >= 1
+    responses = [post(base, "list_sources", {"limit": 1}, headers=auth) for _ in range(12)]
+    statuses = [r.status_code for r in responses]
+    assert statuses[:4] == [200] * 4 and 429 in statuses, statuses
+    limited = next(r for r in responses if r.status_code == 429)
+    assert int(limited.headers["retry-after"]) >= 1 and "too many requests" in limited.json()["error"]["message"]
     time.sleep(2)
     assert post(base, "list_sources", {}, headers=auth).status_code == 200
+
+
+def test_a_commit_from_another_process_is_served_without_a_restart(serve_corpus: Path, tmp_path: Path,
+                                                                    embedder) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    from contextkit import ingest
+    from tests.serve._servers import server_env
+
+    folder, index = tmp_path / "docs", tmp_path / "live.ck-index"
+    shutil.copytree(serve_corpus, folder)
+    ingest([folder], index, embedder=embedder)
+    query = {"query": "the zebra crossing protocol of Maidenhead", "k": 2}
+    with running_server(index) as base:
+        before = post(base, "search", query).json()
+        (folder / "zebra.md").write_text("# Zebra\n\nThe zebra crossing protocol of Maidenhead was adopted in 1951 "
+                                         "by the borough council.\n", encoding="utf-8")
+        subprocess.run([sys.executable, "-m", "contextkit", "ingest", str(folder), "--index", str(index), "-q"],
+                       env=server_env(), check=True, capture_output=True)
+        after = post(base, "search", query).json()
+    assert "Maidenhead" not in before["hits"][0]["text"] and "Maidenhead" in after["hits"][0]["text"]
+    assert after["generation"] == before["generation"] + 1

@@ -129,3 +129,32 @@ def test_many_clients_at_once_get_the_single_client_answer(http_server: tuple[st
         assert len(answers) == 24 and all(ids == reference[q] for q, ids in answers)
 
     anyio.run(main)
+
+
+def test_stdio_survives_lines_that_are_not_json_rpc(serve_index: Path) -> None:
+    """Garbage on stdin (a client's bug, a stray print) gets an error, and the next real request its answer."""
+    import subprocess
+
+    proc = subprocess.Popen([sys.executable, "-m", "contextkit", "serve", "--index", str(serve_index), "--mcp",
+                             "stdio"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=server_env())
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for line in (b"not json at all", b'{"jsonrpc": "2.0", "id": 7, "method": "tools/call"}', b"[" * 50_000,
+                     b'{"jsonrpc": "2.0", "id": 8, "method": "no/such/method", "params": {}}'):
+            proc.stdin.write(line + b"\n")
+        init = {"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+        proc.stdin.write(json.dumps(init).encode() + b"\n")
+        proc.stdin.flush()
+        answers = {}
+        while 9 not in answers:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read().decode(errors="replace")[-2000:] if proc.poll() is not None else "eof"
+            message = json.loads(line)
+            answers[message.get("id")] = message
+        assert answers[9]["result"]["serverInfo"]["name"] == "contextkit"
+        assert "error" in answers.get(8, {"error": 1})
+    finally:
+        proc.kill()
+        proc.wait()

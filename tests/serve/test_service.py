@@ -170,3 +170,31 @@ def test_the_service_never_writes_the_index(serve_index: Path) -> None:
 def test_results_are_plain_json(service: IndexService) -> None:
     data = service.search(SearchRequest(query=QUESTION, k=2))
     assert json.loads(result_json(data)) == data
+
+
+def test_a_redacting_index_masks_the_audit_log_and_the_prompt(tmp_path: Path, embedder) -> None:
+    from contextkit import ingest
+    from contextkit.serve import ServerState, ServeSettings
+    from contextkit.serve._calls import run_call
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "contacts.md").write_text("# Support\n\nWrite to the support desk; Dana answers within two days.\n",
+                                        encoding="utf-8")
+    index = tmp_path / "private.ck-index"
+    ingest([folder], index, embedder=embedder, redact=True)
+    audit = tmp_path / "audit.jsonl"
+    state = ServerState(ServeSettings(index=index, audit_log=audit), service=IndexService(index, warm=False))
+    try:
+        question = "Is dana.smith@example.com or +1 415 555 0134 on file for the support desk?"
+        out = run_call(state.service, "assemble_context", {"question": question, "budget": 400},
+                       transport="http", client="127.0.0.1:5", audit=state.audit)
+        assert out.ok and "dana.smith@example.com" not in out.text and "555 0134" not in out.text
+        refused = run_call(state.service, "search", {"query": "mail dana.smith@example.com", "k": 0},
+                           transport="http", client="127.0.0.1:5", audit=state.audit)
+        assert not refused.ok
+    finally:
+        state.close()
+    log = audit.read_text()
+    assert "dana.smith@example.com" not in log and "555 0134" not in log and "<EMAIL_1>" in log
+    assert [json.loads(line)["outcome"] for line in log.splitlines()] == ["ok", "refused"]
