@@ -32,7 +32,9 @@ def fit_items(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit
     def build(n: int) -> dict[str, Any]:
         return {**base, key: items[:n], "omitted": len(items) - n}
 
-    lo, hi = 0, len(items)  # the largest n whose JSON fits: binary search (each probe one exact count)
+    if count(result_json(build(len(items)))) <= limit:  # the usual case: everything fits, one count
+        return build(len(items))
+    lo, hi = 0, len(items) - 1  # the largest n whose JSON fits: binary search (each probe one exact count)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         if count(result_json(build(mid))) <= limit:
