@@ -22,17 +22,21 @@ def result_json(data: dict[str, Any]) -> str:
 
 
 def fit_items(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit: int, count: Count,
-              text_field: str = "text") -> dict[str, Any]:
+              text_field: str = "text", bytes_bound: bool = False) -> dict[str, Any]:
     """``base`` with as many of ``items`` (best first) under ``key`` as fit in ``limit`` tokens of JSON.
 
     The result says what was left out: ``omitted`` (items not returned) and, when even the first item
     does not fit whole, that item with its ``text_field`` cut at a token boundary and ``truncated`` set.
     A ``limit`` too small for the envelope alone returns no items (``omitted`` counts them all).
+    ``bytes_bound``: the tokenizer never gives more tokens than the text has UTF-8 bytes (a byte-level BPE
+    such as tiktoken's: every token stands for at least one byte), so a result of at most ``limit`` bytes
+    fits without being counted (most results do, under the default limit).
     """
     def build(n: int) -> dict[str, Any]:
         return {**base, key: items[:n], "omitted": len(items) - n}
 
-    if count(result_json(build(len(items)))) <= limit:  # the usual case: everything fits, one count
+    whole = result_json(build(len(items)))
+    if (bytes_bound and len(whole.encode("utf-8")) <= limit) or count(whole) <= limit:  # the usual case
         return build(len(items))
     lo, hi = 0, len(items) - 1  # the largest n whose JSON fits: binary search (each probe one exact count)
     while lo < hi:

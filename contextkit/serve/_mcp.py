@@ -5,7 +5,7 @@ Why the SDK's ``MCPServer``: it speaks every protocol version and transport a cl
 schema from its signature; the signatures below repeat the request models' fields (``_requests``),
 and a test holds the two equal. Each tool runs its call in a worker thread (the event loop keeps
 answering other clients), at most ``workers`` at a time, and returns the result's JSON as text
-(the text the token limit was counted on) with the same result as structured content; a refused
+(the text the token limit was counted on); a refused
 call is a tool error with the reason (``isError``), never a traceback.
 """
 
@@ -109,9 +109,9 @@ def build_mcp_server(state: "ServerState") -> MCPServer:
 
 
 def _tool_result(outcome: CallOutcome) -> CallToolResult:
-    if outcome.ok:
-        return CallToolResult(content=[TextContent(type="text", text=outcome.text)], structured_content=outcome.data)
-    return CallToolResult(content=[TextContent(type="text", text=outcome.text)], is_error=True)
+    # The result once, as JSON text (the text its token limit was counted on): not again as structured content,
+    # which would double what every call sends and parses, and what a client that shows both spends.
+    return CallToolResult(content=[TextContent(type="text", text=outcome.text)], is_error=not outcome.ok)
 
 
 def _client(ctx: Context | None) -> str:

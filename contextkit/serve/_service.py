@@ -55,7 +55,7 @@ class IndexService:
 
     def __init__(self, index: str | Path, *, device: str = "auto", max_result_tokens: int = MAX_RESULT_TOKENS,
                  default_result_tokens: int = DEFAULT_RESULT_TOKENS, warm: bool = True) -> None:
-        from contextkit.core.tokenizers import get_tokenizer
+        from contextkit.core.tokenizers import TiktokenTokenizer, get_tokenizer
         from contextkit.index import Index
 
         if not 0 < default_result_tokens <= max_result_tokens:
@@ -69,6 +69,8 @@ class IndexService:
         manifest = self.index.manifest
         self.tokenizer: Tokenizer = get_tokenizer(manifest.chunker.get("tokenizer") or manifest.tokenizer)
         self.redacts = bool(manifest.redact)
+        # tiktoken's byte-level BPE never gives more tokens than bytes: a short enough result needs no count
+        self.bytes_bound = isinstance(self.tokenizer, TiktokenTokenizer)
         self._retrievers: dict[str, Retriever] = {}
         self._embedder: Embedder | None = None
         self._lock = threading.Lock()  # building a retriever or the model once, whichever thread asks first
@@ -92,7 +94,7 @@ class IndexService:
                  for rank, h in enumerate(hits, start=1)]
         # The query is not echoed: the caller has it, and with a redacting index it must not come back unmasked.
         base = {"mode": request.mode, "generation": generation}
-        return fit_items(base, "hits", items, limit, self.count)
+        return fit_items(base, "hits", items, limit, self.count, bytes_bound=self.bytes_bound)
 
     def assemble_context(self, request: AssembleRequest) -> dict[str, Any]:
         """A prompt (or chat messages) for the question under the budget, with its report, as
@@ -184,7 +186,7 @@ class IndexService:
                 items.append({"id": doc_id, "source": source, "n_chars": n_chars,
                               "uri": DOCUMENT_URI_PREFIX + quote(doc_id, safe="")})
         base = {"total": total, "offset": request.offset, "generation": self.index.generation}
-        data = fit_items(base, "sources", items, limit, self.count, text_field="")
+        data = fit_items(base, "sources", items, limit, self.count, text_field="", bytes_bound=self.bytes_bound)
         shown = request.offset + len(data["sources"])
         data["next_offset"] = shown if shown < total else None
         if self.count(result_json(data)) > limit:  # next_offset's few tokens: one source less
