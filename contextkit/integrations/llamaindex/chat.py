@@ -130,23 +130,25 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
         if answer is not None:
             self._history.append(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
 
-    def _response(self, answer: str, nodes: list[Any]) -> AgentChatResponse:
-        return AgentChatResponse(response=answer, source_nodes=nodes,
-                                 metadata={"contextkit": self.last_build.report() if self.last_build else None})
+    @staticmethod
+    def _response(answer: str, nodes: list[Any], build: PromptBuild) -> AgentChatResponse:
+        """The turn's response with the report of its own prompt (``last_build`` may be another turn's by now:
+        concurrent turns on one engine overwrite it while their LLM calls are awaited)."""
+        return AgentChatResponse(response=answer, source_nodes=nodes, metadata={"contextkit": build.report()})
 
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         nodes = self.retriever.retrieve(message)
         build = self._prepare(message, chat_history, nodes)
         answer = self.llm.predict(self._template, **build.variables)
         self._remember(message, answer)
-        return self._response(answer, nodes)
+        return self._response(answer, nodes, build)
 
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
         nodes = await self.retriever.aretrieve(message)
         build = self._prepare(message, chat_history, nodes)
         answer = await self.llm.apredict(self._template, **build.variables)
         self._remember(message, answer)
-        return self._response(answer, nodes)
+        return self._response(answer, nodes, build)
 
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
         """The LLM's deltas as they come; the answer is added to the history when the stream ends."""

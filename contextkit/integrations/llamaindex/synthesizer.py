@@ -54,6 +54,10 @@ DEFAULT_INSTRUCTIONS = (
 SUPPORTED_RESPONSE_MODES = ("compact", "simple_summarize")
 
 _NODES: contextvars.ContextVar[Sequence[NodeWithScore] | None] = contextvars.ContextVar("ck_nodes", default=None)
+#: The builds of the synthesize call running in this thread or task (a list: a span or a copied context between
+#: ``synthesize`` and ``prepare`` still appends to the same one). Why not ``last_build``: concurrent requests on
+#: one synthesizer overwrite it between a prompt's build and its response's metadata.
+_BUILDS: contextvars.ContextVar[list[PromptBuild] | None] = contextvars.ContextVar("ck_builds", default=None)
 
 
 def llm_budget(llm: LLM, reserve: int = 0) -> int:
@@ -134,6 +138,9 @@ class ContextKitSynthesizer(LastBuildMixin, BaseSynthesizer):
                              query=query_str, instructions=self.instructions, evidence=evidence_from_nodes(nodes),
                              options=self.assembler_options)
         self.last_build = build
+        builds = _BUILDS.get()
+        if builds is not None:
+            builds.append(build)
         return build
 
     def build_prompt(self, query_str: str, nodes: Sequence[NodeWithScore]) -> str:
@@ -162,23 +169,27 @@ class ContextKitSynthesizer(LastBuildMixin, BaseSynthesizer):
 
     def _get_metadata_for_response(self, nodes: list[BaseNode]) -> dict[str, Any] | None:
         metadata = dict(super()._get_metadata_for_response(nodes) or {})
-        metadata["contextkit"] = self.last_build.report() if self.last_build else None
+        builds = _BUILDS.get()
+        build = builds[-1] if builds else (self.last_build if builds is None else None)
+        metadata["contextkit"] = build.report() if build else None  # this request's, never another's
         return metadata
 
     def synthesize(self, query: Any, nodes: list[NodeWithScore],
                    additional_source_nodes: Sequence[NodeWithScore] | None = None, **kwargs: Any) -> Any:
         """LlamaIndex's own (events, callbacks, response types), with the nodes themselves (scores,
         offsets, metadata) reaching the assembler instead of their flattened texts."""
-        token = _NODES.set(nodes)
+        token, builds = _NODES.set(nodes), _BUILDS.set([])
         try:
             return super().synthesize(query, nodes, additional_source_nodes, **kwargs)
         finally:
             _NODES.reset(token)
+            _BUILDS.reset(builds)
 
     async def asynthesize(self, query: Any, nodes: list[NodeWithScore],
                           additional_source_nodes: Sequence[NodeWithScore] | None = None, **kwargs: Any) -> Any:
-        token = _NODES.set(nodes)
+        token, builds = _NODES.set(nodes), _BUILDS.set([])
         try:
             return await super().asynthesize(query, nodes, additional_source_nodes, **kwargs)
         finally:
             _NODES.reset(token)
+            _BUILDS.reset(builds)
