@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -33,6 +35,8 @@ def serve(
     allow_remote: Annotated[bool, typer.Option(
         "--allow-remote", help="listen on a non-loopback --host (a token is still required)")] = False,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps: where the model runs")] = "auto",
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="say where it serves as one JSON line on stderr (for a script that starts it)")] = False,
 ) -> None:
     """Serve an index: search, assemble_context, get_document and list_sources, read-only.
 
@@ -66,6 +70,15 @@ def serve(
 
         def ready(state: Any) -> None:
             info = state.service.info()
+            if as_json:  # stderr: in stdio mode stdout is the MCP channel
+                base = None if mcp == "stdio" else f"http://{host}:{port}"
+                sys.stderr.write(json.dumps({
+                    "transport": mcp, "mcp": f"{base}/mcp" if base else "stdio", "json": f"{base}/v1" if base else None,
+                    "openapi": f"{base}/openapi.json" if base else None, "index": str(index), "chunks": info["chunks"],
+                    "generation": info["generation"], "token_required": token is not None,
+                    "audit_log": str(audit_log) if audit_log else None}) + "\n")
+                sys.stderr.flush()
+                return
             where = "stdin/stdout (MCP)" if mcp == "stdio" else (
                 f"http://{host}:{port}/mcp (MCP) and http://{host}:{port}/v1/ (JSON; /openapi.json)")
             err.print(f"serving {info['chunks']:,} chunks of {index} on {where}; read-only"

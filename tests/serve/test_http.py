@@ -235,3 +235,11 @@ def test_a_commit_from_another_process_is_served_without_a_restart(serve_corpus:
         after = post(base, "search", query).json()
     assert "Maidenhead" not in before["hits"][0]["text"] and "Maidenhead" in after["hits"][0]["text"]
     assert after["generation"] == before["generation"] + 1
+
+
+def test_json_says_where_it_serves(serve_index: Path, tmp_path: Path) -> None:
+    log = tmp_path / "stderr.txt"
+    with running_server(serve_index, "--json", log=log) as base:
+        line = json.loads(log.read_text().splitlines()[0])
+    assert line["mcp"] == base + "/mcp" and line["json"] == base + "/v1" and line["chunks"] > 0
+    assert line["token_required"] is False and line["transport"] == "http"
