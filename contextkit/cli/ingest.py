@@ -80,7 +80,11 @@ def ingest(
     header: Annotated[str | None, typer.Option(
         help="metadata embedded above each chunk, e.g. '{title}' (counted in --chunk-size); fields: title (a "
         "Markdown/reST file's first heading, else the file name), id, source, format, and JSONL metadata")] = None,
-    glob: Annotated[str | None, typer.Option(help="only files matching this pattern, e.g. '**/*.md'")] = None,
+    glob: Annotated[list[str] | None, typer.Option(
+        help="only files matching this pattern, e.g. '**/*.md' (repeatable: a file matching any is taken)")] = None,
+    exclude: Annotated[list[str] | None, typer.Option(
+        help="pass by files and folders matching this pattern, e.g. '_sources' or '*.min.js' (repeatable; the "
+             "report counts them)")] = None,
     workers: Annotated[int, typer.Option(min=1, help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
     redact: Annotated[bool | None, typer.Option(
@@ -122,7 +126,7 @@ def ingest(
     _check_header(header)
     with reported(2):  # options that make no valid config: a usage error
         config = IngestConfig(**file_settings("ingest"), chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=embed_model,
-                              header=header, glob=glob, workers=workers, prune=prune, index_type=index_type,
+                              header=header, glob=glob or None, exclude=exclude or [], workers=workers, prune=prune, index_type=index_type,
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
                               pdf_timeout=pdf_timeout)

@@ -68,7 +68,7 @@ def ingest(
     report = IngestReport(index=str(index_dir))
     _check_index_folder(index_dir)
     with clock("discover"):
-        found = discover(paths, config.glob, config.follow_symlinks, exclude=[index_dir])
+        found = discover(paths, config.glob, config.follow_symlinks, exclude=[index_dir], skip=config.exclude)
     report.failures += [FileFailure(path=e.path, reason=e.reason) for e in found.errors]
     report.notes += [FileFailure(path=e.path, reason=e.reason) for e in found.notes]
     if not found.files:
@@ -126,8 +126,10 @@ def _nothing_found(paths: Sequence[str | Path], config: IngestConfig, report: In
         first = report.failures[0]
         more = f" (and {len(report.failures) - 1} more)" if len(report.failures) > 1 else ""
         return f"nothing to ingest: {first.path}: {first.reason}{more}; nothing was written"
-    if config.glob is not None:
-        return f"nothing to ingest: no file under {shown} matches --glob {config.glob!r}; nothing was written"
+    if config.glob:
+        globs = [config.glob] if isinstance(config.glob, str) else config.glob
+        shown_globs = " or ".join(repr(g) for g in globs)
+        return f"nothing to ingest: no file under {shown} matches --glob {shown_globs}; nothing was written"
     skipped = [n.path for n in report.notes]
     why = f" (passed by: {', '.join(skipped)})" if skipped else ""
     return (f"nothing to ingest: {shown} holds no file of a supported format (.md, .txt, .rst, .html, .pdf, "

@@ -39,7 +39,9 @@ class IngestConfig(Settings):
     header: str | None = None
     model: str | None = Field(None, json_schema_extra={"aliases": {"embed_model": 1}})
     index_type: Literal["flat", "hnsw", "ivf", "ivfpq", "auto"] = "flat"
-    glob: str | None = None
+    glob: str | list[str] | None = Field(None, description="only files matching this pattern (or any of these)")
+    exclude: list[str] = Field(default_factory=list, description="files and folders matching these patterns "
+                               "are passed by (a folder is not walked), e.g. '_sources', '*.min.js'")
     workers: int = Field(1, ge=1)
     prune: bool = False
     batch_chunks: int = Field(512, ge=1, description="chunks embedded and committed together")

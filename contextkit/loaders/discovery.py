@@ -118,15 +118,57 @@ def _join_id(prefix: str, rel: str) -> str:
     return prefix + rel if prefix.endswith("/") else f"{prefix}/{rel}"
 
 
-def _wanted(rel: str, glob: str | None) -> bool:
-    return loader_for(Path(rel).suffix) is not None and (glob is None or _glob_matches(rel, glob))
+Globs = tuple[str, ...]
+
+
+def _patterns(value: str | Sequence[str] | None) -> Globs:
+    """One pattern, several, or none, as a tuple (``--glob`` and ``--exclude`` are repeatable)."""
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+@dataclass
+class _Filter:
+    """What a walk takes: a file of a supported format matching one of ``globs`` (any, when none) and none
+    of ``skip``; a folder matching a ``skip`` pattern is not entered. What it passes by is counted, so that
+    the report can say it (a folder of 15,000 files excluded is one note, not 15,000)."""
+
+    globs: Globs = ()
+    skip: Globs = ()
+    unsupported: dict[str, int] = field(default_factory=dict)  # by suffix
+    excluded: dict[str, int] = field(default_factory=dict)  # by the --exclude pattern that matched
+    pruned: list[tuple[str, str]] = field(default_factory=list)  # (folder, pattern)
+
+    def skipped_by(self, rel: str) -> str | None:
+        return next((p for p in self.skip if _glob_matches(rel, p)), None)
+
+    def wanted(self, rel: str, count: bool = True) -> bool:
+        if loader_for(Path(rel).suffix) is None:
+            if count:
+                suffix = Path(rel).suffix.lower() or "(no suffix)"
+                self.unsupported[suffix] = self.unsupported.get(suffix, 0) + 1
+            return False
+        if self.globs and not any(_glob_matches(rel, g) for g in self.globs):
+            return False
+        pattern = self.skipped_by(rel)
+        if pattern is not None:
+            if count:
+                self.excluded[pattern] = self.excluded.get(pattern, 0) + 1
+            return False
+        return True
+
+
+def _wanted(rel: str, glob: str | Sequence[str] | None) -> bool:
+    return _Filter(_patterns(glob)).wanted(rel, count=False)
 
 
 #: A file a walk takes: (relative path, real path, (device, inode) as found).
 _Found = tuple[str, str, tuple[int, int]]
 
 
-def _scan(root: str, glob: str | None, follow_symlinks: bool = False, exclude: frozenset[str] = frozenset(),
+def _scan(root: str, glob: str | Sequence[str] | _Filter | None, follow_symlinks: bool = False,
+          exclude: frozenset[str] = frozenset(),
           skipped: list[str] | None = None) -> tuple[list[_Found], list[tuple[str, str]]]:
     """Walk the resolved ``root`` without following directory links into it.
 
@@ -137,6 +179,7 @@ def _scan(root: str, glob: str | None, follow_symlinks: bool = False, exclude: f
     path reaches their target anyway. Index folders (and ``exclude``) are not entered; their
     relative paths go to ``skipped``.
     """
+    filt = glob if isinstance(glob, _Filter) else _Filter(_patterns(glob))
     found: list[_Found] = []
     problems: list[tuple[str, str]] = []
     stack: list[tuple[str, str]] = [("", root)]
@@ -155,11 +198,14 @@ def _scan(root: str, glob: str | None, follow_symlinks: bool = False, exclude: f
             rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
             if not entry.is_symlink():
                 if entry.is_dir(follow_symlinks=False):
-                    _enter(stack, skipped, rel, os.path.join(real_dir, entry.name), exclude)
-                elif _wanted(rel, glob):
+                    if not _pruned(filt, rel):
+                        _enter(stack, skipped, rel, os.path.join(real_dir, entry.name), exclude)
+                elif filt.wanted(rel):
                     _entry_file(entry, rel, os.path.join(real_dir, entry.name), found, problems)
                 continue
-            kind, value = _link(entry.path, rel, root, glob, follow_symlinks)
+            if os.path.isdir(entry.path) and _pruned(filt, rel):
+                continue
+            kind, value = _link(entry.path, rel, root, filt, follow_symlinks)
             if kind == "problem":
                 problems.append((rel, value))
             elif kind == "file":
@@ -168,6 +214,14 @@ def _scan(root: str, glob: str | None, follow_symlinks: bool = False, exclude: f
                 walked.add(value)
                 _enter(stack, skipped, rel, value, exclude)
     return found, problems
+
+
+def _pruned(filt: _Filter, rel: str) -> bool:
+    """True (and noted) when a folder matches an ``--exclude`` pattern: nothing under it is walked."""
+    pattern = filt.skipped_by(rel)
+    if pattern is not None:
+        filt.pruned.append((rel, pattern))
+    return pattern is not None
 
 
 def _entry_file(entry: os.DirEntry[str], rel: str, real: str, found: list[_Found],
@@ -211,7 +265,8 @@ def _enter(stack: list[tuple[str, str]], skipped: list[str] | None, rel: str, fo
         stack.append((rel, folder))
 
 
-def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: bool) -> tuple[str, str]:
+def _link(path: str, rel: str, root: str, glob: str | Sequence[str] | _Filter | None,
+          follow_symlinks: bool) -> tuple[str, str]:
     """What a walk does with the symlink at ``path``: ``("file" | "dir", real target)`` to take it,
     ``("problem", reason)`` to report it, ``("skip", "")`` to pass it by (an unwanted file, or a
     folder inside ``root``, which the walk reaches through its real path)."""
@@ -223,7 +278,8 @@ def _link(path: str, rel: str, root: str, glob: str | None, follow_symlinks: boo
     if follow_symlinks and not os.path.exists(target):
         # It may have led to a folder whose files an earlier run indexed: say so, never pass it by.
         return "problem", "broken symlink (missing target or a loop)"
-    if not is_dir and not _wanted(rel, glob):
+    wanted = glob.wanted(rel) if isinstance(glob, _Filter) else _wanted(rel, glob)
+    if not is_dir and not wanted:
         return "skip", ""
     inside = Path(target).is_relative_to(Path(root))
     if not is_dir and not os.path.exists(target):
@@ -240,17 +296,21 @@ def _rel_key(item: tuple[str, Any] | tuple[str, Any, Any]) -> tuple[str, ...]:
 
 
 def discover(
-    paths: Sequence[str | Path], glob: str | None = None, follow_symlinks: bool = False,
-    exclude: Sequence[str | Path] = (),
+    paths: Sequence[str | Path], glob: str | Sequence[str] | None = None, follow_symlinks: bool = False,
+    exclude: Sequence[str | Path] = (), skip: Sequence[str] = (),
 ) -> Discovery:
     """List the files under ``paths`` in a deterministic order, with stable ids, and say what was passed by.
 
     As :func:`discover_files`, plus ``notes``: index folders not entered (any folder holding a
     contextkit index, and the folders in ``exclude``: the index being written) and each file
     reached a second time (``docs`` and ``./docs/a.md``: one file, loaded once, under the id it was
-    first found with). A path named explicitly inside an index folder is an error.
+    first found with). A path named explicitly inside an index folder is an error. ``glob``: one pattern
+    or several (a file matching any is taken); ``skip``: patterns of files and folders passed by (a
+    folder matching one is not entered). The notes also count what a walk passed by: files of a format
+    no loader reads (by suffix), files and folders matching ``skip`` (by pattern).
     """
     found = Discovery()
+    filt = _Filter(_patterns(glob), _patterns(skip))
     seen: dict[str, str] = {}
     excluded = frozenset(os.path.realpath(os.fspath(p)) for p in exclude)
     for user_path in paths:
@@ -268,10 +328,22 @@ def discover(
             found.errors.append(LoadIssue(shown, f"inside {what}{where}: not read as input"))
             continue
         if os.path.isdir(real):
-            _take_folder(found, seen, real, prefix, glob, follow_symlinks, excluded)
+            _take_folder(found, seen, real, prefix, filt, follow_symlinks, excluded)
         else:
             _take_named(found, seen, real, shown, prefix or storable_id(PurePath(real).name))
+    _note_passed_by(found, filt)
     return found
+
+
+def _note_passed_by(found: Discovery, filt: _Filter) -> None:
+    """One note per folder excluded, per exclude pattern and per unsupported suffix (counts, not every file)."""
+    for rel, pattern in sorted(filt.pruned):
+        found.notes.append(LoadIssue(rel, f"folder excluded by --exclude {pattern!r}: not walked"))
+    for pattern, n in sorted(filt.excluded.items()):
+        found.notes.append(LoadIssue(f"({n:,} file{'s' * (n != 1)})", f"excluded by --exclude {pattern!r}"))
+    for suffix, n in sorted(filt.unsupported.items()):
+        found.notes.append(LoadIssue(f"*{suffix}" if suffix.startswith(".") else suffix,
+                                     f"{n:,} file{'s' * (n != 1)} of a format no loader reads: passed by"))
 
 
 def _take_named(found: Discovery, seen: dict[str, str], real: str, shown: str, doc_id: str) -> None:
@@ -288,7 +360,7 @@ def _take_named(found: Discovery, seen: dict[str, str], real: str, shown: str, d
         _take(found, seen, real, doc_id, file_identity(st))
 
 
-def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str, glob: str | None,
+def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str, glob: _Filter,
                  follow_symlinks: bool, excluded: frozenset[str]) -> None:
     skipped: list[str] = []
     files, problems = _scan(real, glob, follow_symlinks, excluded, skipped)

@@ -4,6 +4,7 @@ beside the documents, one folder named three ways, the usual typos, one set of d
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -154,3 +155,34 @@ class TestChunkWorkers:
         small.write_text("a few words", encoding="utf-8")
         result = runner.invoke(app, ["chunk", str(small), "--workers", "0"])
         assert result.exit_code == 2
+
+
+def test_repeatable_glob_exclude_and_what_was_passed_by_is_said(tmp_path):
+    """Issue 31: a second --glob replaced the first, there was no --exclude, and unsupported files were passed
+    by without a word. A Sphinx-like folder, as a user points the CLI at it."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "html"
+    (docs / "_sources").mkdir(parents=True)
+    (docs / "_static").mkdir()
+    (docs / "guide.md").write_text("# Guide\n\nKnead the dough for ten minutes.\n", encoding="utf-8")
+    (docs / "api.rst").write_text("API\n===\n\nThe oven runs at 220 degrees.\n", encoding="utf-8")
+    (docs / "notes.txt").write_text("Not asked for by any --glob.\n", encoding="utf-8")
+    (docs / "_sources" / "guide.md").write_text("# Guide\n\nKnead the dough for ten minutes.\n", encoding="utf-8")
+    (docs / "_static" / "jquery.min.js").write_text("var a=1;", encoding="utf-8")
+    (docs / "python.1").write_text(".TH PYTHON 1\n", encoding="utf-8")
+    (docs / "changelog.gz").write_bytes(b"\x1f\x8b\x08\x00")
+    index = tmp_path / "ix"
+    result = subprocess.run([sys.executable, "-m", "contextkit", "ingest", str(docs), "--index", str(index),
+                             "--glob", "*.md", "--glob", "*.rst", "--glob", "*.js", "--exclude", "_sources",
+                             "--exclude", "*.min.js", "--json", "-q"],
+                            capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+    assert result.returncode == 0, result.stderr[-1000:]
+    report = json.loads(result.stdout)
+    assert report["files_new"] == 2  # guide.md and api.rst: both globs apply; _sources and the .min.js do not
+    notes = {(n["path"], n["reason"]) for n in report["notes"]}
+    assert ("_sources", "folder excluded by --exclude '_sources': not walked") in notes
+    assert ("(1 file)", "excluded by --exclude '*.min.js'") in notes
+    assert ("*.1", "1 file of a format no loader reads: passed by") in notes
+    assert ("*.gz", "1 file of a format no loader reads: passed by") in notes
