@@ -134,3 +134,15 @@ def test_builder_does_not_import_models():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip() == "[]"
+
+
+def test_the_notebook_runner_the_notebooks_readme_names_exists():
+    """Issue 31: notebooks/README.md said `python -m nbclient`, which fails (nbclient has no __main__)."""
+    import subprocess
+    import sys
+
+    text = (DOCS.parent / "notebooks" / "README.md").read_text(encoding="utf-8")
+    assert "python -m nbclient" not in text and "jupyter execute" in text
+    result = subprocess.run([sys.executable, "-m", "jupyter", "execute", "--help"], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-500:]

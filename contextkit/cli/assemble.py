@@ -105,6 +105,14 @@ def _check_args(budget: int | None, model: str | None, fmt: str, mode: str, orde
     """Usage errors (exit code 2, one line) before anything is opened (the limits: the library's, also exit 2)."""
     if budget is None and model is None:
         raise fail("give --budget N (tokens) or --model PROFILE (see `contextkit models`)", 2)
+    if model is not None:
+        from contextkit.core.errors import ProfileError
+        from contextkit.core.profiles import get_profile
+
+        try:  # a misspelt profile is a bad option value, like --mode bm52: exit 2, with the likely name
+            get_profile(model)
+        except ProfileError as exc:
+            raise fail(f"--model: {exc}", 2) from None
     if budget is not None and budget <= 0:
         raise fail(f"--budget must be a positive number of tokens, not {budget}", 2)
     if k is not None and k <= 0:

@@ -97,8 +97,25 @@ def get_profile(name: str | ModelProfile) -> ModelProfile:
         return _PROFILES[name]
     except KeyError:
         known = ", ".join(sorted(_PROFILES))
-        raise ProfileError(f"unknown model profile {name!r}; known profiles: {known} "
+        close = _closest(name)
+        hint = f" (did you mean {close!r}?)" if close else ""
+        raise ProfileError(f"unknown model profile {name!r}{hint}; known profiles: {known} "
                            "(add your own with contextkit.register_profile)") from None
+
+
+def _closest(name: str) -> str | None:
+    """The known profile ``name`` most likely meant: the same name once case, dashes, dots and spaces are
+    ignored ("gpt4o", "GPT-4o"), else the nearest by spelling."""
+    import difflib
+
+    def bare(text: str) -> str:
+        return "".join(ch for ch in text.lower() if ch.isalnum())
+
+    same = [known for known in _PROFILES if bare(known) == bare(name)]
+    if same:
+        return same[0]
+    near = difflib.get_close_matches(name.lower(), list(_PROFILES), n=1, cutoff=0.75)
+    return near[0] if near else None
 
 
 def list_profiles() -> list[ModelProfile]:

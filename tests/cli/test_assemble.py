@@ -143,3 +143,23 @@ class TestTextEscape:
         assert "<![CDATA[" in out.read_text(encoding="utf-8")
         bad = _run(index, "How does FAISS search vectors?", "--budget", "3000", "--text-escape", "base64")
         assert bad.exit_code == 2 and "--text-escape" in bad.output
+
+
+def test_a_misspelt_model_profile_is_a_usage_error_with_the_likely_name(tmp_path):
+    """Issue 31: `--model gpt4o` exited 1 (as a broken index would) with no hint."""
+    result = CliRunner().invoke(app, ["assemble", "q", "--index", str(tmp_path / "none"), "--model", "gpt4o"],
+                                env={"COLUMNS": "300"})
+    assert result.exit_code == 2
+    assert "did you mean 'gpt-4o'?" in " ".join(result.output.split())
+
+
+def test_get_profile_suggests_the_closest_name():
+    from contextkit.core.errors import ProfileError
+    from contextkit.core.profiles import get_profile
+
+    for typed, meant in [("GPT-4o", "gpt-4o"), ("claude-sonet-4", "claude-sonnet-4"), ("gemini2.5pro", "gemini-2.5-pro")]:
+        with pytest.raises(ProfileError, match=f"did you mean '{meant}'"):
+            get_profile(typed)
+    with pytest.raises(ProfileError) as caught:
+        get_profile("a-model-nobody-ships")
+    assert "did you mean" not in str(caught.value)
