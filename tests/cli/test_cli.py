@@ -141,7 +141,7 @@ class TestAssembleCli:
         tiny = runner.invoke(app, [*args, "--budget", "5", "--out", str(fresh)])
         assert tiny.exit_code == 1 and "over by" in tiny.output and not fresh.exists()
         unknown = runner.invoke(app, [*args[:4], "--model", "gpt-17"])
-        assert unknown.exit_code == 1 and "gpt-4o" in unknown.output
+        assert unknown.exit_code == 2 and "gpt-4o" in unknown.output  # a bad option value: a usage error (issue 31)
         none = runner.invoke(app, args[:4])
         assert none.exit_code == 2 and "--budget" in none.output
         missing = runner.invoke(app, ["assemble", "q", "--index", str(tmp_path / "nope"), "--budget", "100"])
