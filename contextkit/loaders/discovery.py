@@ -143,32 +143,26 @@ class _Filter:
     def skipped_by(self, rel: str) -> str | None:
         return next((p for p in self.skip if _glob_matches(rel, p)), None)
 
-    def wanted(self, rel: str, count: bool = True) -> bool:
+    def wanted(self, rel: str) -> bool:
         if loader_for(Path(rel).suffix) is None:
-            if count:
-                suffix = Path(rel).suffix.lower() or "(no suffix)"
-                self.unsupported[suffix] = self.unsupported.get(suffix, 0) + 1
+            suffix = Path(rel).suffix.lower() or "(no suffix)"
+            self.unsupported[suffix] = self.unsupported.get(suffix, 0) + 1
             return False
         if self.globs and not any(_glob_matches(rel, g) for g in self.globs):
             return False
         pattern = self.skipped_by(rel)
         if pattern is not None:
-            if count:
-                self.excluded[pattern] = self.excluded.get(pattern, 0) + 1
+            self.excluded[pattern] = self.excluded.get(pattern, 0) + 1
             return False
         return True
 
-
-def _wanted(rel: str, glob: str | Sequence[str] | None) -> bool:
-    return _Filter(_patterns(glob)).wanted(rel, count=False)
 
 
 #: A file a walk takes: (relative path, real path, (device, inode) as found).
 _Found = tuple[str, str, tuple[int, int]]
 
 
-def _scan(root: str, glob: str | Sequence[str] | _Filter | None, follow_symlinks: bool = False,
-          exclude: frozenset[str] = frozenset(),
+def _scan(root: str, filt: _Filter, follow_symlinks: bool = False, exclude: frozenset[str] = frozenset(),
           skipped: list[str] | None = None) -> tuple[list[_Found], list[tuple[str, str]]]:
     """Walk the resolved ``root`` without following directory links into it.
 
@@ -179,7 +173,6 @@ def _scan(root: str, glob: str | Sequence[str] | _Filter | None, follow_symlinks
     path reaches their target anyway. Index folders (and ``exclude``) are not entered; their
     relative paths go to ``skipped``.
     """
-    filt = glob if isinstance(glob, _Filter) else _Filter(_patterns(glob))
     found: list[_Found] = []
     problems: list[tuple[str, str]] = []
     stack: list[tuple[str, str]] = [("", root)]
@@ -265,8 +258,7 @@ def _enter(stack: list[tuple[str, str]], skipped: list[str] | None, rel: str, fo
         stack.append((rel, folder))
 
 
-def _link(path: str, rel: str, root: str, glob: str | Sequence[str] | _Filter | None,
-          follow_symlinks: bool) -> tuple[str, str]:
+def _link(path: str, rel: str, root: str, filt: _Filter, follow_symlinks: bool) -> tuple[str, str]:
     """What a walk does with the symlink at ``path``: ``("file" | "dir", real target)`` to take it,
     ``("problem", reason)`` to report it, ``("skip", "")`` to pass it by (an unwanted file, or a
     folder inside ``root``, which the walk reaches through its real path)."""
@@ -278,8 +270,7 @@ def _link(path: str, rel: str, root: str, glob: str | Sequence[str] | _Filter | 
     if follow_symlinks and not os.path.exists(target):
         # It may have led to a folder whose files an earlier run indexed: say so, never pass it by.
         return "problem", "broken symlink (missing target or a loop)"
-    wanted = glob.wanted(rel) if isinstance(glob, _Filter) else _wanted(rel, glob)
-    if not is_dir and not wanted:
+    if not is_dir and not filt.wanted(rel):
         return "skip", ""
     inside = Path(target).is_relative_to(Path(root))
     if not is_dir and not os.path.exists(target):
@@ -360,10 +351,10 @@ def _take_named(found: Discovery, seen: dict[str, str], real: str, shown: str, d
         _take(found, seen, real, doc_id, file_identity(st))
 
 
-def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str, glob: _Filter,
+def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str, filt: _Filter,
                  follow_symlinks: bool, excluded: frozenset[str]) -> None:
     skipped: list[str] = []
-    files, problems = _scan(real, glob, follow_symlinks, excluded, skipped)
+    files, problems = _scan(real, filt, follow_symlinks, excluded, skipped)
     for rel, why in sorted(problems, key=_rel_key):
         found.errors.append(LoadIssue(_join_id(prefix, rel) or ".", why))
     for rel in sorted(skipped):

@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cut_text", "fit_items", "result_json"]
+__all__ = ["cut_text", "fit_cut", "fit_items", "result_json"]
 
 Count = Callable[[str], int]
 
@@ -52,17 +52,29 @@ def fit_items(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit
     room = limit - count(result_json(shell))
     if room <= 0:
         return build(0)
-    text = str(first[text_field])
-    for _ in range(8):  # the cut's estimate of the join can be a token off: cut again until the whole fits
+    fitted = fit_cut(str(first[text_field]), room, limit, count, lambda cut: {
+        **base, key: [{**first, text_field: cut, "truncated": True}], "omitted": len(items) - 1})
+    return fitted if fitted is not None else build(0)
+
+
+def fit_cut(text: str, room: int, limit: int, count: Count,
+            build: Callable[[str], dict[str, Any]]) -> dict[str, Any] | None:
+    """``build(prefix)`` for the longest prefix of ``text`` whose whole result counts at most ``limit`` tokens;
+    None when not even a character fits. ``room`` is the first guess of the tokens left for the text (the
+    limit less the envelope): the join can cost a token or two more, so the text is cut again, shorter by
+    what the result went over, until it fits."""
+    for _ in range(8):
+        if room <= 0:
+            return None
         cut = cut_text(text, room, count)
-        if not cut:
-            return build(0)
-        result = {**base, key: [{**first, text_field: cut, "truncated": True}], "omitted": len(items) - 1}
+        if text and not cut:
+            return None
+        result = build(cut)
         excess = count(result_json(result)) - limit
         if excess <= 0:
             return result
         room -= excess
-    return build(0)
+    return None
 
 
 def cut_text(text: str, limit: int, count: Count) -> str:

@@ -140,7 +140,7 @@ class Guard:
         length = headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > self.max_request_bytes):
             return 413, f"the request body is over {self.max_request_bytes:,} bytes", {}
-        wait = self.limiter.allow(self._client_key(scope, headers))
+        wait = self.limiter.allow(self._client_key(scope))
         if wait > 0:
             return 429, "too many requests from this client; retry after the delay given", {
                 "retry-after": str(max(1, math.ceil(wait)))}
@@ -149,7 +149,7 @@ class Guard:
                 "retry-after": "1"}
         return None
 
-    def _client_key(self, scope: Scope, headers: dict[str, str]) -> str:
+    def _client_key(self, scope: Scope) -> str:
         if self.token is not None:
             return "token"  # one token, one client: its calls share one bucket wherever they come from
         client = scope.get("client")

@@ -12,8 +12,7 @@ __all__ = ["serve"]
 def serve(settings: ServeSettings, ready: Any = None) -> None:
     """Run a server until interrupted: MCP over stdin/stdout, or HTTP with MCP at ``/mcp`` and JSON at ``/v1``.
     ``ready`` is called with the state once the index and the model are loaded (the CLI says where it listens)."""
-    settings.check()
-    state = ServerState(settings)
+    state = ServerState(settings)  # checks the settings first
     if ready is not None:
         ready(state)
     try:

@@ -10,7 +10,6 @@ to finish one bounded call and nothing else.
 from __future__ import annotations
 
 import ipaddress
-import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,6 @@ from contextkit.serve._calls import CallOutcome, run_call
 from contextkit.serve._service import DEFAULT_RESULT_TOKENS, MAX_RESULT_TOKENS, IndexService
 
 __all__ = ["ServeSettings", "ServerState", "is_loopback", "read_token"]
-
-log = logging.getLogger(__name__)
 
 #: The environment variable a bearer token may come from (a token on the command line shows in `ps`).
 TOKEN_ENV = "CONTEXTKIT_SERVE_TOKEN"

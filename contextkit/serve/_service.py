@@ -12,14 +12,12 @@ is logged here and answered with a generic message, never a traceback).
 
 from __future__ import annotations
 
-import logging
 import threading
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextkit.core.errors import DocumentNotFoundError, InvalidArgumentError, LimitExceededError
-from contextkit.serve._fit import cut_text, fit_items, result_json
+from contextkit.serve._fit import fit_cut, fit_items, result_json
 from contextkit.serve._requests import (
     AssembleRequest,
     FiltersBody,
@@ -35,8 +33,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from contextkit.retrievers import Retriever
 
 __all__ = ["DEFAULT_RESULT_TOKENS", "MAX_RESULT_TOKENS", "IndexService"]
-
-log = logging.getLogger(__name__)
 
 #: Tokens of a result when the caller names no limit: a page an agent can take into a small window.
 DEFAULT_RESULT_TOKENS = 8_000
@@ -104,11 +100,8 @@ class IndexService:
 
         limit = self._limit(request.max_tokens)
         profile = get_profile(request.model) if request.model else None
-        budget: Any = request.budget if request.budget is not None else profile
-        if budget is None:
-            budget = limit
-        budget_tokens = request.budget if request.budget is not None else (
-            profile.prompt_budget if profile is not None else limit)
+        budget: Any = request.budget or profile or limit  # tokens, or the profile (its window and tokenizer)
+        budget_tokens = budget.prompt_budget if profile is not None and budget is profile else budget
         if budget_tokens > limit:
             raise LimitExceededError(f"budget of {budget_tokens:,} tokens is more than max_tokens "
                                      f"({limit:,}; this server's most: {self.max_result_tokens:,})")
@@ -155,20 +148,16 @@ class IndexService:
                 "n_chars": len(text), "start": start}
         shell = {**base, "end": end, "text": "", "truncated": False, "next_start": None}
         room = limit - self.count(result_json(shell)) - 4  # the cut's end and next_start grow by a few tokens
-        if room <= 0:
-            raise LimitExceededError(f"max_tokens ({limit:,}) is too small for any text of {request.id!r}")
-        for _ in range(8):  # the estimate of the envelope can be a token or two off: cut again until it fits
-            cut = cut_text(piece, room, self.count)
+
+        def page(cut: str) -> dict[str, Any]:
             stop = start + len(cut)
-            result = {**base, "end": stop, "text": cut, "truncated": stop < end,
-                      "next_start": stop if stop < end else None}
-            excess = self.count(result_json(result)) - limit
-            if excess <= 0 and (cut or not piece):
-                return result
-            room -= max(excess, 1)
-            if room <= 0:
-                break
-        raise LimitExceededError(f"max_tokens ({limit:,}) is too small for any text of {request.id!r}")
+            return {**base, "end": stop, "text": cut, "truncated": stop < end,
+                    "next_start": stop if stop < end else None}
+
+        result = fit_cut(piece, room, limit, self.count, page)
+        if result is None:
+            raise LimitExceededError(f"max_tokens ({limit:,}) is too small for any text of {request.id!r}")
+        return result
 
     def list_sources(self, request: ListSourcesRequest) -> dict[str, Any]:
         """The documents the index holds (id, source, characters), by id, a page at a time."""
@@ -284,6 +273,3 @@ def _report_summary(report: Any) -> dict[str, Any]:
                           "tokens": i.tokens} for i in report.items],
             "counts": report.counts(), "warnings": report.warnings, "notes": report.notes}
 
-
-def elapsed_ms(since: float) -> float:
-    return round((time.perf_counter() - since) * 1000, 2)
