@@ -25,6 +25,7 @@ __all__ = [
     "HeaderTooLargeError",
     "HistoryFileError",
     "IndexCorruptError",
+    "IndexDatabaseError",
     "IndexFolderError",
     "IndexLockedError",
     "IndexMismatchError",
@@ -138,6 +139,12 @@ class StoreWriteError(IndexWriteError, sqlite3.OperationalError):
 
 class StoreCorruptError(IndexCorruptError, sqlite3.DatabaseError):
     """SQLite found the records store damaged (still a ``sqlite3.DatabaseError``)."""
+
+
+class IndexDatabaseError(IndexFolderError):
+    """An index in a database (PostgreSQL) that cannot be reached or used: the server refuses the
+    connection or the login, the pgvector extension is missing, or the schema is of a newer contextkit.
+    The message names the database by its DSN without the password."""
 
 
 class IndexExistsError(IndexFolderError):

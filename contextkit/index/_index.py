@@ -102,6 +102,7 @@ from contextkit.index._manifest import (
     now,
     stored_chunks,
 )
+from contextkit.index._pg_dsn import is_dsn
 from contextkit.index._safe_files import open_regular
 from contextkit.index._snapshot import (
     Snapshot,
@@ -113,9 +114,27 @@ from contextkit.index._snapshot import (
 from contextkit.index._store import RecordStore, in_transaction
 from contextkit.index._vector_files import VectorFiles, generation_name
 
-__all__ = ["Index"]
+__all__ = ["Index", "register_backend"]
 
 log = logging.getLogger(__name__)
+
+#: The index class of a database (``postgresql://...``), registered by :mod:`._pg_index` when
+#: :mod:`contextkit.index` is imported; :meth:`Index.open`, ``create`` and ``exists`` hand a DSN to it.
+_DATABASE: list[type[Index]] = []
+
+
+def register_backend(cls: type[Index]) -> None:
+    """Make ``cls`` the index of ``postgresql://`` DSNs (one backend: the last registered)."""
+    _DATABASE[:] = [cls]
+
+
+def _database(location: object) -> type[Index] | None:
+    """The database backend when ``location`` is a DSN, else None (a folder)."""
+    if not is_dsn(location):
+        return None
+    if not _DATABASE:  # pragma: no cover  (contextkit.index registers it on import)
+        raise InvalidArgumentError(f"{location}: no database backend is registered")
+    return _DATABASE[0]
 
 
 class Index(SnapshotReader):
@@ -154,6 +173,10 @@ class Index(SnapshotReader):
     def create(cls, path: str | Path, *, model: str, dim: int, embedder: dict[str, Any] | None = None,
                tokenizer: str = DEFAULT_TOKENIZER, chunker: dict[str, Any] | None = None,
                index_type: IndexType = "flat", redact: bool = False) -> Index:
+        backend = _database(path)
+        if backend is not None:
+            return backend.create(path, model=model, dim=dim, embedder=embedder, tokenizer=tokenizer, chunker=chunker,
+                                  index_type=index_type, redact=redact)
         folder = Path(path)
         if (folder / "manifest.json").exists():
             raise IndexExistsError(f"{folder}: an index already exists here; open it instead")
@@ -192,7 +215,12 @@ class Index(SnapshotReader):
         (``ln -s new tmp && mv -T tmp current``) leaves it on the folder it opened, whose own later
         generations it still follows; open again to read the new folder. Why: every file of one
         generation must come from one folder, and a path that names another folder between two
-        reads would pair one folder's manifest with the other's store."""
+        reads would pair one folder's manifest with the other's store.
+
+        A ``postgresql://`` DSN opens the index in that database instead (``docs/postgres.md``)."""
+        backend = _database(path)
+        if backend is not None:
+            return backend.open(path, read_only=read_only, expect_model=expect_model, expect_dim=expect_dim)
         folder = Path(path).resolve() if read_only else Path(path)
         folder_id = folder_identity(folder) if read_only else None  # before anything in it is read
         manifest_path = folder / "manifest.json"
@@ -257,6 +285,9 @@ class Index(SnapshotReader):
     def exists(cls, path: str | Path) -> bool:
         """Whether ``path`` holds an index: anything named ``manifest.json`` counts, so that a FIFO or a link
         in its place is opened (and refused by name), not taken for a new folder and then "already exists"."""
+        backend = _database(path)
+        if backend is not None:
+            return backend.exists(path)
         return os.path.lexists(Path(path) / "manifest.json")
 
     def close(self) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from contextkit.core.errors import IndexFolderError, NothingToIngestError
 from contextkit.core.telemetry import ingest_figures, traced
 from contextkit.embedders import Embedder
+from contextkit.index import location_name
 from contextkit.ingestion._file_keys import file_keys
 from contextkit.ingestion._local import run_batches
 from contextkit.ingestion._run import IngestRun
@@ -65,7 +66,7 @@ def ingest(
     notify = progress or (lambda event: None)
     index_dir = Path(index_dir)
     clock = Clock()
-    report = IngestReport(index=str(index_dir))
+    report = IngestReport(index=location_name(index_dir))
     _check_index_folder(index_dir)
     with clock("discover"):
         found = discover(paths, config.glob, config.follow_symlinks, exclude=[index_dir], skip=config.exclude)
