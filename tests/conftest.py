@@ -56,3 +56,6 @@ def small_corpus(tmp_path: Path) -> Path:
     (folder / "sub" / "cooking.rst").write_text(
         "Bread\n=====\n\nKnead the dough for ten minutes, then let it rise until doubled in size.\n", encoding="utf-8")
     return folder
+
+
+from tests._postgres import pg_dsn, pg_server  # noqa: E402, F401  (a real PostgreSQL, started on first use)

@@ -68,6 +68,8 @@ def _redacts(argv: list[str], default_map: Mapping[str, Any]) -> bool:
     if table.get("redact") is True:
         return True
     index = _option_value(argv, ("--index", "-i")) or table.get("index")
+    if index is not None and str(index).startswith(("postgresql:/", "postgres:/")):  # (index.is_dsn, not imported yet)
+        return _database_redacts(str(index))
     return index is not None and _index_redacts(Path(str(index)))
 
 
@@ -90,6 +92,18 @@ def _index_redacts(folder: Path) -> bool:
     except (OSError, ValueError, ContextkitError):
         return False
     return isinstance(manifest, dict) and manifest.get("redact") is True
+
+
+def _database_redacts(dsn: str) -> bool:
+    """Whether the index in the database ``dsn`` names was built with ``--redact`` (False when unreachable:
+    the command then fails on its own, naming the database without its password)."""
+    from contextkit.index import Index
+
+    try:
+        with Index.open(dsn, read_only=True) as index:
+            return index.manifest.redact
+    except ContextkitError:
+        return False
 
 
 class _MaskRecords(logging.Filter):

@@ -1,4 +1,5 @@
-"""``contextkit verify`` and ``contextkit repair``: check an index folder, rebuild its derived files."""
+"""``contextkit verify``, ``contextkit repair`` and ``contextkit index copy``: check an index, rebuild what is
+derived, copy it into another place (a folder, a PostgreSQL database)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, app, err, fail, json_text, out, reported
+from contextkit.cli._app import IndexOpt, app, err, fail, json_text, out, progress_bar, reported
 
 _JsonOpt = Annotated[bool, typer.Option("--json", help="print JSON instead of a table")]
 _STYLE = {"ok": "green", "unchecked": "yellow", "leftover": "yellow", "busy": "yellow", "read-only": "yellow",
@@ -41,11 +42,13 @@ def verify(
 
     Example: contextkit verify --index my.ck-index
     """
-    from contextkit.index import verify_index
+    from contextkit.index import is_dsn, location_name, verify_index
 
-    if not index.is_dir():
+    if not is_dsn(index) and not index.is_dir():
         raise fail(f"{index}: no such folder")
-    report = verify_index(index, full=not quick)
+    with reported():
+        report = verify_index(index, full=not quick)
+    index = location_name(index)  # type: ignore[assignment]  # (a DSN shown without its password)
     if as_json:
         sys.stdout.write(json_text(report.to_dict()) + "\n")
     else:
@@ -72,12 +75,13 @@ def repair(index: IndexOpt, as_json: _JsonOpt = False) -> None:
 
     Example: contextkit verify --index my.ck-index || contextkit repair --index my.ck-index
     """
-    from contextkit.index import repair_index
+    from contextkit.index import is_dsn, location_name, repair_index
 
-    if not index.is_dir():
+    if not is_dsn(index) and not index.is_dir():
         raise fail(f"{index}: no such folder")
     with reported():
         report = repair_index(index)
+    index = location_name(index)  # type: ignore[assignment]  # (a DSN shown without its password)
     if as_json:
         sys.stdout.write(json_text(report.to_dict()) + "\n")
     else:
@@ -99,3 +103,41 @@ def repair(index: IndexOpt, as_json: _JsonOpt = False) -> None:
         err.print(f"[bold red]error:[/] could not repair {escape(names)}: "
                   f"{escape(left[0].detail) if left else 'see above'}", highlight=False)
         raise typer.Exit(1)
+
+
+index_app = typer.Typer(help="Whole indexes: copy one into another place (a folder or a PostgreSQL database).",
+                        no_args_is_help=True)
+app.add_typer(index_app, name="index")
+
+
+@index_app.command("copy")
+def copy(
+    source: Annotated[str, typer.Argument(help="the index to copy: a folder or postgresql://user@host/db?schema=name")],
+    destination: Annotated[str, typer.Argument(help="where to: a new folder, or a database schema with no index yet")],
+    index_type: Annotated[str | None, typer.Option(
+        "--index-type", help="the copy's vector index: flat (exact) or hnsw in a database; any kind in a folder "
+        "(default: the source's, flat when a database cannot take it)")] = None,
+    as_json: _JsonOpt = False,
+) -> None:
+    """Copy an index, with its settings, chunks and vectors: nothing is embedded again.
+
+    Moves a folder into PostgreSQL (docs/postgres.md), or back. The copy is one transaction: if it
+    fails, the destination holds no rows and the copy can be run again. Exit 1 on failure, 2 on a
+    usage error (an unknown --index-type, a destination that already holds an index with rows).
+
+    Example: contextkit index copy my.ck-index 'postgresql://me@db.example.com/rag?schema=docs'
+    """
+    from contextkit.index.copy import copy_index
+
+    kinds = ("flat", "hnsw", "ivf", "ivfpq", "auto")
+    if index_type is not None and index_type not in kinds:
+        raise fail(f"--index-type {index_type!r}: one of {', '.join(kinds)}", 2)
+    with reported(), progress_bar("chunks", disabled=as_json) as bar:
+        task = bar.add_task("copying", total=None)
+        report = copy_index(source, destination, index_type=index_type,  # type: ignore[arg-type]
+                            progress=lambda n: bar.update(task, completed=n))
+    if as_json:
+        sys.stdout.write(json_text(report.model_dump()) + "\n")
+        return
+    out.print(f"copied {report.files:,} files, {report.documents:,} documents and {report.chunks:,} chunks "
+              f"from {escape(report.source)} to {escape(report.destination)} in {report.seconds:.1f} s", highlight=False)

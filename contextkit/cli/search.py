@@ -83,7 +83,7 @@ def info(index: IndexOpt, as_json: JsonOpt = False) -> None:
     if as_json:
         out.print_json(json.dumps(data, default=str))
         return
-    table = Table(title=safe(str(index)), show_header=False, title_justify="left")
+    table = Table(title=safe(str(data.get("path", index))), show_header=False, title_justify="left")
     for key, value in info_rows(data):
         table.add_row(key, _plain(safe(value)))
     out.print(table)

@@ -46,6 +46,7 @@ def serve(
     Example: contextkit serve --index my.ck-index --port 8765   (MCP: http://127.0.0.1:8765/mcp)
     """
     from contextkit.core.errors import ServeError
+    from contextkit.index import location_name
     from contextkit.serve._server import ServeSettings, is_loopback, read_token
 
     with reported():
@@ -74,14 +75,14 @@ def serve(
                 base = None if mcp == "stdio" else f"http://{host}:{port}"
                 sys.stderr.write(json.dumps({
                     "transport": mcp, "mcp": f"{base}/mcp" if base else "stdio", "json": f"{base}/v1" if base else None,
-                    "openapi": f"{base}/openapi.json" if base else None, "index": str(index), "chunks": info["chunks"],
+                    "openapi": f"{base}/openapi.json" if base else None, "index": location_name(index), "chunks": info["chunks"],
                     "generation": info["generation"], "token_required": token is not None,
                     "audit_log": str(audit_log) if audit_log else None}) + "\n")
                 sys.stderr.flush()
                 return
             where = "stdin/stdout (MCP)" if mcp == "stdio" else (
                 f"http://{host}:{port}/mcp (MCP) and http://{host}:{port}/v1/ (JSON; /openapi.json)")
-            err.print(f"serving {info['chunks']:,} chunks of {index} on {where}; read-only"
+            err.print(f"serving {info['chunks']:,} chunks of {location_name(index)} on {where}; read-only"
                       + ("; token required" if token else "") + ("; audit log " + str(audit_log) if audit_log else ""),
                       highlight=False)
 

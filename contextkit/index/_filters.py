@@ -17,10 +17,21 @@ import numpy as np
 from contextkit.core.errors import RetrievalError
 from contextkit.index._store import RecordStore
 
-__all__ = ["matching_rowids"]
+__all__ = ["check_fields", "matching_rowids"]
 
 #: A metadata value a filter may ask for (JSON scalars; a bool matches SQLite's 0/1).
 FilterValue = str | int | float | bool
+
+
+def check_fields(metadata: Mapping[str, FilterValue], known: set[str]) -> None:
+    """Refuse a metadata field no chunk has (:class:`RetrievalError` naming the ones it has): a typo is not
+    an empty result. Shared with the database's filters (:mod:`._pg_filters`)."""
+    unknown = sorted(set(metadata) - known)
+    if unknown:
+        raise RetrievalError(
+            f"unknown filter field(s) {', '.join(unknown)}; fields in this index: "
+            f"{', '.join(sorted(known)) or 'none'} (and source=GLOB, doc_id=ID)"
+        )
 
 
 def matching_rowids(store: RecordStore, *, doc_ids: Sequence[str] | None = None,
@@ -40,13 +51,7 @@ def matching_rowids(store: RecordStore, *, doc_ids: Sequence[str] | None = None,
         where.append(f"c.doc_id IN ({','.join('?' * len(doc_ids))})")
         params += list(doc_ids)
     if metadata:
-        known = store.metadata_fields(retired)
-        unknown = sorted(set(metadata) - known)
-        if unknown:
-            raise RetrievalError(
-                f"unknown filter field(s) {', '.join(unknown)}; fields in this index: "
-                f"{', '.join(sorted(known)) or 'none'} (and source=GLOB, doc_id=ID)"
-            )
+        check_fields(metadata, store.metadata_fields(retired))
         for key, value in metadata.items():
             where.append("json_extract(c.metadata, ?) = ?")
             params += [f'$."{key}"', int(value) if isinstance(value, bool) else value]

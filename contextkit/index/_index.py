@@ -172,11 +172,11 @@ class Index(SnapshotReader):
     @classmethod
     def create(cls, path: str | Path, *, model: str, dim: int, embedder: dict[str, Any] | None = None,
                tokenizer: str = DEFAULT_TOKENIZER, chunker: dict[str, Any] | None = None,
-               index_type: IndexType = "flat", redact: bool = False) -> Index:
+               index_type: IndexType = "flat", redact: bool = False, bm25: dict[str, Any] | None = None) -> Index:
         backend = _database(path)
         if backend is not None:
             return backend.create(path, model=model, dim=dim, embedder=embedder, tokenizer=tokenizer, chunker=chunker,
-                                  index_type=index_type, redact=redact)
+                                  index_type=index_type, redact=redact, bm25=bm25)
         folder = Path(path)
         if (folder / "manifest.json").exists():
             raise IndexExistsError(f"{folder}: an index already exists here; open it instead")
@@ -193,6 +193,8 @@ class Index(SnapshotReader):
             raise IndexWriteError(f"{folder}: cannot create the index folder: {write_reason(exc)}") from exc
         manifest = IndexManifest(model=model, dim=dim, embedder=embedder or {}, tokenizer=tokenizer,
                                  chunker=chunker or {}, index_type=index_type, redact=redact, created_at=now())
+        if bm25 is not None:  # another index's BM25 settings (``index copy``), checked as a manifest's are
+            manifest = IndexManifest.model_validate({**manifest.model_dump(), "bm25": bm25})
         index = cls(folder, manifest, read_only=False)  # the writer lock: a second creator is told "locked"
         try:
             if (folder / "manifest.json").exists():  # another process created it while we waited for the lock

@@ -16,8 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.core.errors import RetrievalError
-from contextkit.index._filters import FilterValue
+from contextkit.index._filters import FilterValue, check_fields
 
 __all__ = ["matching_rowids"]
 
@@ -32,13 +31,7 @@ def matching_rowids(store: Any, *, doc_ids: Sequence[str] | None = None,
         where.append("c.doc_id = ANY(%s)")
         params.append(list(doc_ids))
     if metadata:
-        known = store.metadata_fields()
-        unknown = sorted(set(metadata) - known)
-        if unknown:
-            raise RetrievalError(
-                f"unknown filter field(s) {', '.join(unknown)}; fields in this index: "
-                f"{', '.join(sorted(known)) or 'none'} (and source=GLOB, doc_id=ID)"
-            )
+        check_fields(metadata, store.metadata_fields())
         for key, value in metadata.items():
             where.append("(c.metadata::jsonb -> %s) = %s::jsonb")
             params += [key, json.dumps(value)]

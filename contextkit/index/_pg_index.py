@@ -83,7 +83,7 @@ class PgIndex(Index):
     @classmethod
     def create(cls, path: str | Path, *, model: str, dim: int, embedder: dict[str, Any] | None = None,
                tokenizer: str = DEFAULT_TOKENIZER, chunker: dict[str, Any] | None = None,
-               index_type: IndexType = "flat", redact: bool = False) -> PgIndex:
+               index_type: IndexType = "flat", redact: bool = False, bm25: dict[str, Any] | None = None) -> PgIndex:
         dsn = parse_dsn(path)
         if index_type not in _INDEX_TYPES:
             raise InvalidArgumentError(f"index type {index_type!r} is the folder's; a PostgreSQL index is "
@@ -93,6 +93,8 @@ class PgIndex(Index):
                                        "use index_type='flat'")
         manifest = IndexManifest(model=model, dim=dim, embedder=embedder or {}, tokenizer=tokenizer,
                                  chunker=chunker or {}, index_type=index_type, redact=redact, created_at=now())
+        if bm25 is not None:  # another index's BM25 settings (``index copy``), checked as a manifest's are
+            manifest = IndexManifest.model_validate({**manifest.model_dump(), "bm25": bm25})
         from contextkit.index._pg_schema import _connect
 
         conn = _connect(dsn)
@@ -248,14 +250,6 @@ class PgIndex(Index):
 
     def save(self, force: bool = False) -> None:
         return None  # every commit is durable in the database
-
-    def put_vectors(self, vectors: dict[str, np.ndarray]) -> None:
-        self._check_writable()
-        dim = self.manifest.dim
-        bad = [k for k, v in vectors.items() if np.shape(v) != (dim,)]
-        if bad:
-            raise InvalidArgumentError(f"vector {bad[0]!r} has shape {np.shape(vectors[bad[0]])}, index dim {dim}")
-        self.store.put_vectors(vectors)
 
     def rowids_matching(self, *, doc_ids: Sequence[str] | None = None,
                         metadata: dict[str, FilterValue] | None = None,

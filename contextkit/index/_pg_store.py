@@ -5,9 +5,9 @@ folder's are in :mod:`._store`; the callers (ingestion, the retrievers, the asse
 two apart. What differs, and why:
 
 - **Many writers.** A writer's transaction claims each file it writes (an advisory transaction lock
-  on the file's path, then the file's old rows out), so two writers of the same file follow each
-  other and the later one's rows replace the earlier's: never both, never a unique-key failure. Claims
-  are taken in the order ingestion commits files (sorted), so two batches cannot deadlock on them.
+  on the file's path), so two writers of the same file follow each other and the later one's rows
+  replace the earlier's by id: never both, never a unique-key failure. Ingestion commits the files of
+  a batch in the order it found them (sorted), so two batches claim shared files in the same order.
 - **Readers see one committed state**: :class:`~._pg_index.PgIndex` runs each query in one
   ``REPEATABLE READ`` transaction; removed rows need no ``retired_chunks`` (MVCC keeps them for it).
 - **Vectors live beside their chunk** (pgvector), so a search is one statement; the ``vectors`` table is
@@ -108,15 +108,17 @@ class PgRecordStore(RecordStore):
 
     # ---------------------------------------------------------------- files
     def claim_file(self, path: str) -> None:
-        """Wait for any other writer of ``path`` to commit, then drop the file's rows (inside a transaction).
+        """Wait until no other transaction writes ``path`` (an advisory lock held to this one's end).
 
-        Why: two writers that both found ``path`` new would otherwise both insert its chunks; claimed, the
-        second waits, then replaces the first's rows with its own, as a re-run would."""
+        Why: two writers that both found ``path`` new would otherwise insert the same chunk ids at once
+        (the second fails on the unique key). Claimed, the second waits for the first to commit, then
+        replaces its rows by id (:meth:`add_chunks_with_vectors`, :meth:`put_document`), as a re-run
+        would. A streamed file's later parts claim it again in their own transactions, keeping the
+        parts before them."""
         if path in self._claimed:
             return
         self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"contextkit:file:{path}",))
         self._claimed.add(path)
-        self._drop_file_rows(path)
 
     def file_hashes(self) -> dict[str, str]:
         return dict(self._q("SELECT path, sha256 FROM files").fetchall())
@@ -128,10 +130,7 @@ class PgRecordStore(RecordStore):
                 (path, sha256, size, n_documents))
 
     def delete_file(self, path: str) -> list[int]:
-        if path in self._claimed:  # claimed in this transaction: its old rows went then, its new ones stay
-            return self._drop_file_rows(path)
-        self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"contextkit:file:{path}",))
-        self._claimed.add(path)
+        self.claim_file(path)
         return self._drop_file_rows(path)
 
     def _drop_file_rows(self, path: str) -> list[int]:
@@ -314,6 +313,25 @@ class PgRecordStore(RecordStore):
     def drop_unused_vectors(self) -> int:
         cur = self._q("DELETE FROM vectors v WHERE NOT EXISTS (SELECT 1 FROM chunks c WHERE c.vector_key = v.key)")
         return int(cur.rowcount)
+
+    # ------------------------------------------------------------- copying
+    def file_records(self) -> list[tuple[str, str, int, int]]:
+        return [(str(p), str(h), int(n), int(d)) for p, h, n, d in
+                self._q("SELECT path, sha256, size, n_documents FROM files ORDER BY path").fetchall()]
+
+    def document_records(self) -> Iterator[tuple[str, str | None, str, str, int, dict[str, Any]]]:
+        for doc_id, file, source, sha, n_chars, meta in self._q(
+                "SELECT id, file, source, sha256, n_chars, metadata FROM documents ORDER BY id").fetchall():
+            yield doc_id, file, source, sha, int(n_chars), json.loads(meta)
+
+    def iter_chunk_records(self, batch: int = 2048) -> Iterator[tuple[list[Chunk], list[str], np.ndarray]]:
+        conn = self.conns.get()
+        with conn.cursor(name="ck_copy") if conn.info.transaction_status else conn.cursor() as cur:
+            cur.execute(f"SELECT {_COLS}, text_sha, vector_key, embedding FROM chunks ORDER BY doc_id, ordinal, rowid")
+            while rows := cur.fetchmany(batch):
+                chunks = [_row_to_chunk(tuple(r[:12]))[1] for r in rows]
+                vectors = np.stack([_array(r[13]) for r in rows])
+                yield chunks, [str(r[12]) for r in rows], vectors
 
     # ---------------------------------------------------------------- counts
     def counts(self) -> dict[str, int]:

@@ -668,6 +668,27 @@ class RecordStore:
                               "AND key NOT IN (SELECT vector_key FROM retired_chunks)")
         return cur.rowcount
 
+    # ------------------------------------------------------------- copying
+    def file_records(self) -> list[tuple[str, str, int, int]]:
+        """``(path, sha256, size, n_documents)`` of every file recorded whole, by path (``index copy``)."""
+        return [tuple(r) for r in self.db.execute("SELECT path, sha256, size, n_documents FROM files ORDER BY path")]
+
+    def document_records(self) -> Iterator[tuple[str, str | None, str, str, int, dict[str, Any]]]:
+        """``(id, file, source, sha256, n_chars, metadata)`` of every document, by id (``index copy``)."""
+        for doc_id, file, source, sha, n_chars, meta in self.db.execute(
+                "SELECT id, file, source, sha256, n_chars, metadata FROM documents ORDER BY id").fetchall():
+            yield doc_id, file, source, sha, n_chars, json.loads(meta)
+
+    def iter_chunk_records(self, batch: int = 2048) -> Iterator[tuple[list[Chunk], list[str], np.ndarray]]:
+        """Every chunk with its vector key and vector, by document and position, ``batch`` at a time
+        (``index copy``: the same chunks and vectors in another index)."""
+        cur = self.db.execute(f"SELECT {', '.join('c.' + c for c in _CHUNK_COLS.split(', '))}, c.text_sha, "
+                              "c.vector_key, v.vector FROM chunks c JOIN vectors v ON v.key = c.vector_key "
+                              "ORDER BY c.doc_id, c.ordinal, c.rowid")
+        while rows := cur.fetchmany(batch):
+            chunks = [_row_to_chunk(r[:12], self.path)[1] for r in rows]
+            yield chunks, [r[12] for r in rows], _vectors_of([r[13] for r in rows], self.dim, self.path)
+
     # ---------------------------------------------------------------- counts
     def counts(self) -> dict[str, int]:
         def q(sql: str) -> int:

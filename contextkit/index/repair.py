@@ -16,6 +16,8 @@ from contextkit.index._disk import LEFTOVERS
 from contextkit.index._generations import read_manifest_bytes
 from contextkit.index._index import Index
 from contextkit.index._manifest import IndexManifest, connect_ro, settings_copy
+from contextkit.index._pg_dsn import is_dsn, location_name
+from contextkit.index._pg_verify import repair_database
 from contextkit.index.verify import VerifyReport, verify_index
 
 __all__ = ["RepairAction", "RepairReport", "repair_index"]
@@ -49,6 +51,8 @@ def repair_index(path: str | Path) -> RepairReport:
     A damaged or missing ``store.sqlite`` cannot be repaired: nothing is changed and
     the report says so. Takes the writer lock (fails if another process writes).
     """
+    if is_dsn(path):
+        return _repair_database(path)
     folder = Path(path)
     before = verify_index(folder, full=True)
     report = RepairReport(index=str(folder), before=before)
@@ -127,3 +131,18 @@ def _rebuild_from_store(folder: Path, manifest: IndexManifest, report: RepairRep
         return index._rebuild_derived()
     finally:
         index._release()
+
+
+def _repair_database(location: str | Path) -> RepairReport:
+    """An index in PostgreSQL: the BM25 counts rebuilt from the texts, chunks of no document dropped, when
+    verify finds them stale; a chunk whose text no longer matches its hash cannot be rebuilt (re-ingest)."""
+    before = verify_index(location, full=True)
+    report = RepairReport(index=location_name(location), before=before)
+    hopeless = [c for c in before.problems if c.repairable is False]
+    if hopeless:
+        report.actions += [RepairAction(file=c.file, action="cannot repair", detail=c.detail) for c in hopeless]
+        return report
+    if any(c.repairable for c in before.problems):
+        report.actions += [RepairAction(file=f, action=a, detail=d) for f, a, d in repair_database(location)]
+    report.after = verify_index(location, full=True)
+    return report

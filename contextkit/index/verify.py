@@ -64,7 +64,7 @@ import os
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 from pydantic import BaseModel, Field
@@ -85,6 +85,8 @@ from contextkit.index._manifest import (
     settings_copy,
     stored_chunks,
 )
+from contextkit.index._pg_dsn import is_dsn, location_name
+from contextkit.index._pg_verify import database_checks
 from contextkit.index._row_checks import (
     counts_differ,
     faiss_rows_differ,
@@ -162,12 +164,23 @@ def verify_index(path: str | Path, full: bool = True) -> VerifyReport:
     progress, not damage. Why it may run again: a failing check of a generation the writer has
     since replaced by a save says nothing of the index now, so the newer one is checked instead.
     """
+    if is_dsn(path):
+        return _verify_database(path, full)
     folder = Path(path)
     report = _verify_once(folder, full)
     for _ in range(_TRIES):
         if report.ok or not _saved_since(folder, report):
             break
         report = _verify_once(folder, full)
+    return report
+
+
+def _verify_database(location: str | Path, full: bool) -> VerifyReport:
+    """An index in PostgreSQL: its tables checked in one read transaction (:mod:`._pg_verify`)."""
+    checks, generation = database_checks(location, full)
+    report = VerifyReport(index=location_name(location), full=full, generation=generation)
+    for what, status, detail, repairable in checks:
+        report.add(what, cast(Status, status), detail, repairable)
     return report
 
 

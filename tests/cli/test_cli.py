@@ -19,9 +19,17 @@ class TestCli:
     def test_every_command_has_an_example_and_json_output(self):
         from typer.main import get_command
 
+        import click
+
         group = get_command(app)
-        for name, command in group.commands.items():
-            result = runner.invoke(app, [name, "--help"], env={"COLUMNS": "400"})
+        commands = [([name], command) for name, command in group.commands.items()]
+        while commands:
+            path, command = commands.pop()
+            if isinstance(command, click.Group):  # `contextkit index copy`: each command of the group
+                commands += [([*path, n], c) for n, c in command.commands.items()]
+                continue
+            result = runner.invoke(app, [*path, "--help"], env={"COLUMNS": "400"})
+            name = " ".join(path)
             assert result.exit_code == 0, name
             example = " ".join(result.output.split()).partition("Example:")[2]
             assert "contextkit " + name in example, f"{name} --help has no example"

@@ -24,8 +24,7 @@ from contextkit.core.errors import (
 )
 from contextkit.index import Index, PgIndex
 from contextkit.retrievers import BM25Retriever, DenseRetriever, HybridRetriever
-
-from .conftest import with_schema
+from tests._postgres import with_schema
 
 QUERIES = ["how is a PEP submitted and reviewed", "deprecation of a module", "the Zen of Python",
            "release schedule of Python 2", "BDFL pronouncement", "keyword arguments"]
