@@ -5,8 +5,8 @@ folder's are in :mod:`._store`; the callers (ingestion, the retrievers, the asse
 two apart. What differs, and why:
 
 - **Many writers.** A writer's transaction claims each file it writes (an advisory transaction lock
-  on the file's path), so two writers of the same file follow each other and the later one's rows
-  replace the earlier's by id: never both, never a unique-key failure. Ingestion commits the files of
+  on the file's path), so two writers of the same file follow each other, and the later one's rows
+  replace the earlier's by id: never both versions, never a unique-key failure. Ingestion commits the files of
   a batch in the order it found them (sorted), so two batches claim shared files in the same order.
 - **Readers see one committed state**: :class:`~._pg_index.PgIndex` runs each query in one
   ``REPEATABLE READ`` transaction; removed rows need no ``retired_chunks`` (MVCC keeps them for it).
@@ -110,11 +110,12 @@ class PgRecordStore(RecordStore):
     def claim_file(self, path: str) -> None:
         """Wait until no other transaction writes ``path`` (an advisory lock held to this one's end).
 
-        Why: two writers that both found ``path`` new would otherwise insert the same chunk ids at once
-        (the second fails on the unique key). Claimed, the second waits for the first to commit, then
-        replaces its rows by id (:meth:`add_chunks_with_vectors`, :meth:`put_document`), as a re-run
-        would. A streamed file's later parts claim it again in their own transactions, keeping the
-        parts before them."""
+        Why: a writer replacing a changed file deletes its documents, then writes the new ones. Another
+        writer's uncommitted documents of that file are invisible to the delete; claimed, the delete
+        waits for them to commit and removes them too, so the file never holds two versions. (Two
+        writers of the same document are ordered by its primary key anyway; the later one's rows then
+        replace the earlier's by id, see :meth:`add_chunks_with_vectors`.) A streamed file's later
+        parts claim it again in their own transactions, keeping the parts before them."""
         if path in self._claimed:
             return
         self._q("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"contextkit:file:{path}",))

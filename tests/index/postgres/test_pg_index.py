@@ -9,6 +9,7 @@ a server that is not there clear errors?
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +241,84 @@ def test_read_only_refuses_writes(twins: tuple[str, str]) -> None:
 
     with Index.open(twins[1], read_only=True) as index, pytest.raises(IndexReadOnlyError):
         index.put_vectors({})
+
+
+def test_two_writers_of_one_file_follow_each_other(twins: tuple[str, str], pg_dsn: str, embedder) -> None:
+    """Two processes that both found a file new write it at once: the second waits for the first, then
+    replaces its rows by id (no unique-key failure, no chunk twice; a plain insert fails here)."""
+    import threading
+
+    with Index.open(twins[1], read_only=True) as source:
+        doc = source.documents()[0]
+        chunks = source.store.chunks_of(doc)
+        vectors = source.store.vectors_by_rowid(sorted(source.rowids_matching(doc_ids=[doc])))
+    first = Index.create(pg_dsn, model=embedder.model_name, dim=embedder.dim)
+    second = Index.open(pg_dsn)
+    keys = [f"k{i}" for i in range(len(chunks))]
+    outcome: list[object] = []
+
+    def write(index: Index) -> None:
+        try:
+            with index.transaction():
+                index.store.put_document(doc, "f.rst", "f.rst", "0" * 64, 10, {})
+                index.add_chunks(chunks, vectors, keys)
+                index.store.put_file("f.rst", "0" * 64, 10, 1)
+            outcome.append("ok")
+        except Exception as exc:  # noqa: BLE001 - the outcome is what is checked
+            outcome.append(exc)
+
+    try:
+        first.begin()
+        first.store.put_document(doc, "f.rst", "f.rst", "0" * 64, 10, {})
+        first.add_chunks(chunks, vectors, keys)
+        other = threading.Thread(target=write, args=(second,))
+        other.start()
+        other.join(1.0)
+        assert other.is_alive()  # waiting for the first writer's file
+        first.store.put_file("f.rst", "0" * 64, 10, 1)
+        first.commit()
+        other.join(30)
+        assert outcome == ["ok"]
+        counts = first.store.counts()
+        assert counts["chunks"] == len(chunks) and counts["documents"] == 1 and counts["files"] == 1
+    finally:
+        first.close()
+        second.close()
+
+
+def test_replacing_a_file_waits_for_another_writer_of_it(twins: tuple[str, str], pg_dsn: str, embedder) -> None:
+    """A writer replacing a changed file while another writes its old version (other document ids): the
+    replacement waits for it and removes what it wrote, so the file never holds two versions."""
+    import threading
+
+    with Index.open(twins[1], read_only=True) as source:
+        doc = source.documents()[0]
+        chunks = source.store.chunks_of(doc)
+        vectors = source.store.vectors_by_rowid(sorted(source.rowids_matching(doc_ids=[doc])))
+    renamed = [replace(c, id=f"v2::{c.ordinal}", doc_id="v2") for c in chunks]
+    old = Index.create(pg_dsn, model=embedder.model_name, dim=embedder.dim)
+    new = Index.open(pg_dsn)
+    keys = [f"k{i}" for i in range(len(chunks))]
+
+    def replace_file() -> None:
+        with new.transaction():
+            new.delete_file("f.rst")
+            new.store.put_document("v2", "f.rst", "f.rst", "2" * 64, 10, {})
+            new.add_chunks(renamed, vectors, keys)
+            new.store.put_file("f.rst", "2" * 64, 10, 1)
+
+    try:
+        old.begin()
+        old.store.put_document(doc, "f.rst", "f.rst", "1" * 64, 10, {})
+        old.add_chunks(chunks, vectors, keys)
+        other = threading.Thread(target=replace_file)
+        other.start()
+        other.join(1.0)
+        old.store.put_file("f.rst", "1" * 64, 10, 1)
+        old.commit()
+        other.join(30)
+        assert old.documents() == ["v2"] and old.store.file_hashes() == {"f.rst": "2" * 64}
+        assert old.store.counts()["chunks"] == len(chunks)
+    finally:
+        old.close()
+        new.close()
