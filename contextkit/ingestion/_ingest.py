@@ -11,7 +11,7 @@ from typing import Any
 from contextkit.core.errors import IndexFolderError, NothingToIngestError
 from contextkit.core.telemetry import ingest_figures, traced
 from contextkit.embedders import Embedder
-from contextkit.index import location_name
+from contextkit.index import is_dsn, location_name
 from contextkit.ingestion._file_keys import file_keys
 from contextkit.ingestion._local import run_batches
 from contextkit.ingestion._run import IngestRun
@@ -105,7 +105,10 @@ def ingest(
         notify(IngestEvent("plan", files=len(todo)))
         runner(todo, IngestRun(index, embedder, chunker, config, report, notify, clock))
         if config.prune:
-            prune(index, sources, _prunable(known, found.errors, key), found.errors, report)
+            prunable = _prunable(known, found.errors, key)
+            if is_dsn(index_dir):  # several writers share a database: each prunes only under its own inputs
+                prunable = _under_roots(prunable, index.store.file_sources(), paths, key)
+            prune(index, sources, prunable, found.errors, report)
         with clock("save"):
             index.save()
     finally:
@@ -191,6 +194,23 @@ def _keyed(sources: list[SourceFile], index: Any, report: IngestReport
     for entry in (*report.failures, *report.notes):
         entry.path = key(entry.path)
     return [replace(s, doc_id=key(s.doc_id)) for s in sources], key
+
+
+def _under_roots(known: dict[str, str], sources: dict[str, str], paths: Sequence[str | Path],
+                 key: Callable[[str], str]) -> dict[str, str]:
+    """The files of ``known`` that lie under one of the input ``paths``: by the real path their documents
+    recorded (``sources``), or by their id (as typed, or masked by ``key`` for a redacting index).
+
+    Why: writers of one database each own their folders; ``--prune`` in one writer's run must not
+    remove the files another writer ingested from folders this run never named."""
+    roots = [os.path.realpath(os.fspath(p)) for p in paths]
+    typed = [key(os.fspath(p)).rstrip("/") for p in paths]
+
+    def under(path: str, root: str) -> bool:
+        return path == root or path.startswith(root.rstrip("/") + "/")
+
+    return {file: sha for file, sha in known.items()
+            if any(under(file, t) for t in typed) or any(under(sources.get(file, ""), r) for r in roots)}
 
 
 def _prunable(known: dict[str, str], errors: list[Any], key: Callable[[str], str] = lambda p: p) -> dict[str, str]:

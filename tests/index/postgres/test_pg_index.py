@@ -322,3 +322,44 @@ def test_replacing_a_file_waits_for_another_writer_of_it(twins: tuple[str, str],
     finally:
         old.close()
         new.close()
+
+
+def test_the_assembler_and_the_server_read_it_as_a_folder(twins: tuple[str, str], embedder) -> None:
+    from contextkit import ContextAssembler
+    from contextkit.serve._requests import SearchRequest
+    from contextkit.serve._service import IndexService
+
+    prompts = []
+    for path in twins:
+        with Index.open(path, read_only=True) as index:
+            result = ContextAssembler(budget=1200, retriever=HybridRetriever(index, embedder=embedder)).assemble(
+                "What does the Zen of Python say about errors?", instructions="Answer from the sources.")
+            prompts.append(result.prompt)
+    assert prompts[0] == prompts[1] and "<" in prompts[0]
+    answers = []
+    for path in twins:
+        service = IndexService(path, warm=False)
+        try:
+            found = service.search(SearchRequest(query="keyword arguments", k=5, mode="bm25"))
+            answers.append([h["id"] for h in found["hits"]])
+        finally:
+            service.close()
+    assert answers[0] == answers[1] and answers[0]
+
+
+def test_prune_removes_only_under_its_own_inputs(corpus: Path, embedder, pg_dsn: str, tmp_path: Path) -> None:
+    """Two writers' folders in one database: ``--prune`` in one's run never removes the other's files."""
+    mine, theirs = tmp_path / "mine", tmp_path / "theirs"
+    files = sorted(corpus.iterdir())
+    for folder, part in ((mine, files[:4]), (theirs, files[4:8])):
+        folder.mkdir()
+        for f in part:
+            shutil.copy(f, folder / f.name)
+    ingest([mine], pg_dsn, embedder=embedder)
+    ingest([theirs], pg_dsn, embedder=embedder)
+    (mine / files[0].name).unlink()
+    report = ingest([mine], pg_dsn, embedder=embedder, prune=True)
+    assert report.files_removed == 1
+    with Index.open(pg_dsn, read_only=True) as index:
+        kept = index.store.file_hashes()
+    assert len(kept) == 7 and sum(str(theirs) in f for f in kept) == 4

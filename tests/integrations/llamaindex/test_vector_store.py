@@ -30,9 +30,17 @@ DOCS = [
 ]
 
 
+@pytest.fixture(params=["folder", "postgres"])
+def where(request, tmp_path) -> str:
+    """The store's index: a folder, or a schema of the session's real PostgreSQL (the same tests hold on both)."""
+    if request.param == "folder":
+        return str(tmp_path / "li.ck-index")
+    return request.getfixturevalue("pg_dsn")
+
+
 @pytest.fixture()
-def store_index(tmp_path, li_embedding_session):
-    store = ContextKitVectorStore(tmp_path / "li.ck-index")
+def store_index(where, li_embedding_session):
+    store = ContextKitVectorStore(where)
     context = StorageContext.from_defaults(vector_store=store)
     index = VectorStoreIndex.from_documents(DOCS, storage_context=context, embed_model=li_embedding_session,
                                             transformations=[ContextKitNodeParser(chunk_size=64, chunk_overlap=0)])
@@ -41,18 +49,18 @@ def store_index(tmp_path, li_embedding_session):
 
 
 class TestContextKitVectorStore:
-    def test_from_documents_then_query(self, store_index, tmp_path):
+    def test_from_documents_then_query(self, store_index, where):
         store, index = store_index
         hits = index.as_retriever(similarity_top_k=2).retrieve("How are vector ids kept?")
         assert hits[0].node.ref_doc_id == "faiss" and "IndexIDMap2" in hits[0].node.text
         assert hits[0].node.metadata["topic"] == "vectors"
-        with Index.open(tmp_path / "li.ck-index", read_only=True) as ck:  # a real contextkit folder
+        with Index.open(where, read_only=True) as ck:  # a real contextkit index
             assert sorted(ck.documents()) == ["bm25", "bread", "faiss"]
 
-    def test_from_vector_store_reopens_the_folder(self, store_index, tmp_path, li_embedding_session):
+    def test_from_vector_store_reopens_the_folder(self, store_index, where, li_embedding_session):
         store, _ = store_index
         store.close()
-        again = VectorStoreIndex.from_vector_store(ContextKitVectorStore(tmp_path / "li.ck-index"),
+        again = VectorStoreIndex.from_vector_store(ContextKitVectorStore(where),
                                                    embed_model=li_embedding_session)
         answer = again.as_query_engine(llm=ScriptedLLM(), similarity_top_k=1).query("How long to knead dough?")
         assert answer.source_nodes[0].node.ref_doc_id == "bread"
