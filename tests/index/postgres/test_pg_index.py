@@ -363,3 +363,20 @@ def test_prune_removes_only_under_its_own_inputs(corpus: Path, embedder, pg_dsn:
     with Index.open(pg_dsn, read_only=True) as index:
         kept = index.store.file_hashes()
     assert len(kept) == 7 and sum(str(theirs) in f for f in kept) == 4
+
+
+def test_a_database_without_pgvector_is_named_in_the_error(pg_server: str) -> None:
+    """A user who may not create extensions, in a database without pgvector: one clear line, no traceback."""
+    import psycopg
+
+    with psycopg.connect(pg_server, autocommit=True) as admin:
+        admin.execute("DROP DATABASE IF EXISTS noext")
+        admin.execute("CREATE DATABASE noext")
+        admin.execute("DO $$ BEGIN IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = 'plain') THEN "
+                      "CREATE ROLE plain LOGIN; END IF; END $$")
+        admin.execute("GRANT CREATE ON DATABASE noext TO plain")
+    dsn = pg_server.replace("postgres:@/postgres", "plain@/noext")
+    with pytest.raises(IndexDatabaseError, match="pgvector extension is not available"):
+        Index.create(dsn, model="m", dim=4)
+    with pytest.raises(IndexFolderError, match="no index here"):
+        Index.open(dsn)
