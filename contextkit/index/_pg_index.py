@@ -47,7 +47,7 @@ from contextkit.index._manifest import IndexManifest, IndexType, now
 from contextkit.index._pg_bm25 import PgBM25
 from contextkit.index._pg_dsn import Dsn, DsnPath, parse_dsn
 from contextkit.index._pg_filters import matching_rowids
-from contextkit.index._pg_schema import Connections, create_schema, schema_problem
+from contextkit.index._pg_schema import Connections, create_schema, schema_problem, translated
 from contextkit.index._pg_store import PgRecordStore
 
 __all__ = ["PgIndex"]
@@ -180,10 +180,15 @@ class PgIndex(Index):
             yield self
             return
         conn = self.store.db
-        conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        self.store._q("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
         self._pinned.on = True
         try:
             yield self
+        except Exception as exc:  # a lost connection mid-query: contextkit's error, naming the database
+            mapped = translated(exc, self.dsn)
+            if mapped is None:
+                raise
+            raise mapped from None
         finally:
             self._pinned.on = False
             if not conn.closed:
@@ -208,9 +213,12 @@ class PgIndex(Index):
         self.begin()
         try:
             yield
-        except BaseException:
+        except BaseException as exc:
             self.rollback()
-            raise
+            mapped = translated(exc, self.dsn)
+            if mapped is None:
+                raise
+            raise mapped from None
         self.commit()
 
     def begin(self) -> None:

@@ -28,7 +28,8 @@ from typing import Any
 from contextkit.core.errors import IndexDatabaseError
 from contextkit.index._pg_dsn import Dsn
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Connections", "create_schema", "schema_lock_key", "schema_problem"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Connections", "create_schema", "schema_lock_key", "schema_problem",
+           "translated"]
 
 SCHEMA_VERSION = 1
 
@@ -171,6 +172,24 @@ def _migrate(conn: Any, dsn: Dsn, version: int) -> None:
             current += 1
         conn.execute(sql.SQL("UPDATE {}.meta SET value = %s WHERE key = 'schema_version'")
                      .format(sql.Identifier(dsn.schema)), (str(current),))
+
+
+def translated(exc: BaseException, dsn: Dsn) -> Exception | None:
+    """A driver error a user can act on as contextkit's own, naming the database without its password:
+    a lost or refused connection, a permission denied, a write sent to a read-only server (a replica).
+    None for the rest (a bug keeps its traceback)."""
+    import psycopg
+    from psycopg import errors
+
+    from contextkit.core.errors import IndexReadOnlyError
+
+    if isinstance(exc, errors.ReadOnlySqlTransaction):
+        return IndexReadOnlyError(f"{dsn.display}: the server takes no writes (a read replica?): {_first_line(exc)}")
+    if isinstance(exc, errors.InsufficientPrivilege):
+        return IndexReadOnlyError(f"{dsn.display}: permission denied: {_first_line(exc)}")
+    if isinstance(exc, psycopg.OperationalError):
+        return IndexDatabaseError(f"{dsn.display}: the database failed: {_first_line(exc)}")
+    return None
 
 
 class Connections:

@@ -25,7 +25,7 @@ import numpy as np
 
 from contextkit.core.errors import IndexDatabaseError, InvalidArgumentError
 from contextkit.core.records import Chunk
-from contextkit.index._pg_schema import Connections
+from contextkit.index._pg_schema import Connections, translated
 from contextkit.index._store import RecordStore, _row_to_chunk, text_sha
 
 __all__ = ["PgRecordStore", "bm25_text"]
@@ -63,7 +63,13 @@ class PgRecordStore(RecordStore):
 
     # ------------------------------------------------------------ plumbing
     def _q(self, sql: str, params: Sequence[Any] | None = None) -> Any:
-        return self.conns.get().execute(sql, params)
+        try:
+            return self.conns.get().execute(sql, params)
+        except Exception as exc:
+            mapped = translated(exc, self.conns.dsn)
+            if mapped is None:
+                raise
+            raise mapped from None
 
     @property
     def db(self) -> Any:

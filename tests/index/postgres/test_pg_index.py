@@ -380,3 +380,18 @@ def test_a_database_without_pgvector_is_named_in_the_error(pg_server: str) -> No
         Index.create(dsn, model="m", dim=4)
     with pytest.raises(IndexFolderError, match="no index here"):
         Index.open(dsn)
+
+
+def test_a_lost_connection_is_a_clear_error_and_the_next_query_reconnects(twins: tuple[str, str], pg_server: str
+                                                                          ) -> None:
+    import psycopg
+
+    with Index.open(twins[1], read_only=True) as index:
+        assert index.bm25.search("the Zen of Python", 3)[0].size
+        pid = index.store.db.info.backend_pid
+        with psycopg.connect(pg_server, autocommit=True) as admin:  # the server drops this reader's connection
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        with pytest.raises(IndexDatabaseError, match="the database failed") as caught:
+            index.bm25.search("the Zen of Python", 3)
+        assert "twins" in str(caught.value)
+        assert index.bm25.search("the Zen of Python", 3)[0].size  # a new connection for the next query
