@@ -174,7 +174,8 @@ def dump(index: Any) -> dict[str, Any]:
     postings = Counter((cid, term, tf) for cid, term, tf in db.execute(
         "SELECT c.id, p.term, p.tf FROM postings p JOIN chunks c ON c.rowid = p.rowid").fetchall())
     vectors = {cid: np.asarray(v.to_numpy() if hasattr(v, "to_numpy") else v, dtype=np.float32)
-               for cid, v in db.execute("SELECT id, embedding FROM chunks").fetchall()}
+               for cid, v in db.execute("SELECT c.id, e.embedding FROM chunks c JOIN embeddings e ON e.rowid = c.rowid")
+               .fetchall()}
     return {"files": db.execute("SELECT path, sha256, size, n_documents FROM files ORDER BY path").fetchall(),
             "documents": db.execute("SELECT id, file, sha256, n_chars FROM documents ORDER BY id").fetchall(),
             "chunks": [tuple(c) for c in chunks], "postings": postings, "vectors": vectors}
@@ -250,7 +251,7 @@ def run_kills(dsn: str, files: list[str], reference: Reference, workdir: Path, r
         with Index.open(target) as index:  # rows out; a random share of the embedding cache kept
             keep = rng.random()
             db = index.store.db
-            db.execute("TRUNCATE files, documents, chunks, postings")
+            db.execute("TRUNCATE files, documents, chunks, embeddings, postings")
             db.execute("DELETE FROM vectors WHERE random() > %s", (keep,))
         writer = _spawn("_writer", target, listing)
         _wait_loaded(writer)

@@ -25,9 +25,9 @@ __all__ = ["MARGIN", "PgBM25", "SQL_TFC"]
 
 #: The term-frequency part of each method, as bm25s computes it, in SQL (to pick candidates only).
 SQL_TFC = {
-    "lucene": "p.tf / (p.tf + %(k1)s * ((1 - %(b)s) + %(b)s * c.bm25_len / %(avgdl)s))",
-    "robertson": "p.tf / (p.tf + %(k1)s * ((1 - %(b)s) + %(b)s * c.bm25_len / %(avgdl)s))",
-    "atire": "p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * c.bm25_len / %(avgdl)s))",
+    "lucene": "p.tf / (p.tf + %(k1)s * ((1 - %(b)s) + %(b)s * p.dl / %(avgdl)s))",
+    "robertson": "p.tf / (p.tf + %(k1)s * ((1 - %(b)s) + %(b)s * p.dl / %(avgdl)s))",
+    "atire": "p.tf * (%(k1)s + 1) / (p.tf + %(k1)s * (1 - %(b)s + %(b)s * p.dl / %(avgdl)s))",
 }
 #: Candidates past ``k`` picked by the float64 sums and scored again as the folder scores them: enough to
 #: hold every chunk whose float32 score could tie with or pass the ``k``-th (they differ in the last bits).
@@ -35,7 +35,7 @@ MARGIN = 32
 
 _TOP = """
 WITH i AS (SELECT * FROM unnest(%(terms)s::text[], %(wi)s::float8[]) AS i(term, wi))
-SELECT p.rowid FROM i JOIN postings p ON p.term = i.term JOIN chunks c ON c.rowid = p.rowid
+SELECT p.rowid FROM i JOIN postings p ON p.term = i.term
 {where}
 GROUP BY p.rowid ORDER BY sum(i.wi * {tfc}) DESC, p.rowid
 LIMIT %(n)s
@@ -71,7 +71,7 @@ class PgBM25(BM25Index):
             return empty
         with self.pin():
             db = self._store.db
-            n, total = db.execute("SELECT count(*), coalesce(sum(bm25_len), 0) FROM chunks").fetchone()
+            n, total = db.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(terms), 0) FROM totals").fetchone()
             df = dict(db.execute("SELECT term, count(*) FROM postings WHERE term = ANY(%s) GROUP BY term",
                                  (sorted(set(terms)),)).fetchall())
             if not n or not df:
@@ -85,8 +85,7 @@ class PgBM25(BM25Index):
             if allowed is not None:
                 params["allowed"] = [int(r) for r in allowed]
             top = [int(r[0]) for r in db.execute(self._sql[allowed is not None], params).fetchall()]
-            rows = db.execute("SELECT p.rowid, p.term, p.tf, c.bm25_len FROM postings p JOIN chunks c "
-                              "ON c.rowid = p.rowid WHERE p.rowid = ANY(%s) AND p.term = ANY(%s)",
+            rows = db.execute("SELECT rowid, term, tf, dl FROM postings WHERE rowid = ANY(%s) AND term = ANY(%s)",
                               (top, list(weights))).fetchall()
         return self._rescored(terms, top, rows, idf, avgdl, k)
 

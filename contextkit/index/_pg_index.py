@@ -47,7 +47,14 @@ from contextkit.index._manifest import IndexManifest, IndexType, now
 from contextkit.index._pg_bm25 import PgBM25
 from contextkit.index._pg_dsn import Dsn, DsnPath, parse_dsn
 from contextkit.index._pg_filters import matching_rowids
-from contextkit.index._pg_schema import Connections, create_schema, schema_problem, translated
+from contextkit.index._pg_schema import (
+    TOTALS_ROWS,
+    Connections,
+    compact_totals,
+    create_schema,
+    schema_problem,
+    translated,
+)
 from contextkit.index._pg_store import PgRecordStore
 
 __all__ = ["PgIndex"]
@@ -151,7 +158,7 @@ class PgIndex(Index):
 
     def _create_hnsw(self) -> None:
         m, ef = self._manifest.hnsw_m, self._manifest.hnsw_ef_construction
-        self.store.db.execute(f"CREATE INDEX IF NOT EXISTS chunks_embedding_hnsw ON chunks USING hnsw "
+        self.store.db.execute(f"CREATE INDEX IF NOT EXISTS embeddings_hnsw ON embeddings USING hnsw "
                               f"(embedding vector_ip_ops) WITH (m = {int(m)}, ef_construction = {int(ef)})")
 
     def close(self) -> None:
@@ -230,6 +237,8 @@ class PgIndex(Index):
 
     def commit(self) -> None:
         try:
+            if self.store.db.execute("SELECT count(*) > %s FROM totals", (TOTALS_ROWS,)).fetchone()[0]:
+                compact_totals(self.store.db)
             self.store.bump_generation()
             self.store.commit()
         finally:
@@ -291,8 +300,9 @@ class PgIndex(Index):
                 ef = max(int(self.manifest.hnsw_ef_search), int(n))
                 conn.execute(f"SET LOCAL hnsw.ef_search = {min(ef, 1000)}")
                 conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
-            rows = conn.execute(f"SELECT rowid, -(embedding <#> %(q)s) AS score FROM chunks {where} "
-                                "ORDER BY embedding <#> %(q)s, rowid LIMIT %(n)s", params).fetchall()
+            # ORDER BY the distance alone: what an HNSW index can serve (ties are ordered by rowid below)
+            rows = conn.execute(f"SELECT rowid, -(embedding <#> %(q)s) AS score FROM embeddings {where} "
+                                "ORDER BY embedding <#> %(q)s LIMIT %(n)s", params).fetchall()
         return sorted(((int(r), float(s)) for r, s in rows), key=lambda h: (-h[1], h[0]))
 
     def search(self, query_vectors: np.ndarray, k: int = 10) -> list[list[ScoredChunk]]:

@@ -6,9 +6,17 @@ One index is one schema (``?schema=name`` in the DSN, ``contextkit`` by default)
     files       path, sha256, size, n_documents: the files ingested whole (as the folder's store)
     documents   id, file, source, sha256, n_chars, metadata (JSON text, kept as written)
     chunks      rowid (identity), id, doc_id, offsets, counts, header, text, metadata, vector_key,
-                text_sha, bm25_len (the chunk's number of BM25 terms), embedding (pgvector)
+                text_sha, bm25_len (the chunk's number of BM25 terms)
+    embeddings  rowid -> vector (pgvector): apart from the texts, so that an exact search scans vectors
+                only (in the chunks' rows they were TOASTed: a scan 6x slower), and HNSW indexes them
     vectors     key -> vector: the embedding cache, as the folder's ``vectors`` table
-    postings    term, rowid, tf: BM25 term counts, removed with their chunk (ON DELETE CASCADE)
+    postings    term, rowid, tf, dl (the chunk's bm25_len again, so that scoring reads no chunk row)
+    totals      chunks and BM25 terms added or removed, one row per statement (triggers on ``chunks``):
+                their sums are N and the total length BM25 needs, read in microseconds, and no row is
+                shared by writers (a counter row would make them wait on each other); compacted now and
+                then (:func:`compact_totals`)
+
+Rows of ``embeddings`` and ``postings`` go with their chunk (ON DELETE CASCADE).
 
 Why term counts and not scores: a score depends on every chunk (idf, average length); counts do
 not, so a writer adds its chunks' rows in its own transaction and a query scores its few terms from
@@ -28,7 +36,7 @@ from typing import Any
 from contextkit.core.errors import IndexDatabaseError
 from contextkit.index._pg_dsn import Dsn
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "Connections", "create_schema", "schema_lock_key", "schema_problem",
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TOTALS_ROWS", "Connections", "compact_totals", "create_schema", "schema_lock_key", "schema_problem",
            "translated"]
 
 SCHEMA_VERSION = 1
@@ -45,13 +53,22 @@ CREATE TABLE {s}.chunks (
     id text UNIQUE NOT NULL, doc_id text NOT NULL, ordinal integer NOT NULL,
     start integer NOT NULL, "end" integer NOT NULL, tokens integer NOT NULL, total_tokens integer NOT NULL,
     header text NOT NULL, text text NOT NULL, metadata text NOT NULL, vector_key text NOT NULL, text_sha text,
-    bm25_len integer NOT NULL, embedding {vector}({dim}) NOT NULL);
+    bm25_len integer NOT NULL);
 CREATE INDEX chunks_doc ON {s}.chunks (doc_id);
+CREATE TABLE {s}.embeddings (
+    rowid bigint PRIMARY KEY REFERENCES {s}.chunks (rowid) ON DELETE CASCADE, embedding {vector}({dim}) NOT NULL);
 CREATE TABLE {s}.vectors (key text PRIMARY KEY, vector {vector}({dim}) NOT NULL);
 CREATE TABLE {s}.postings (
     term text NOT NULL, rowid bigint NOT NULL REFERENCES {s}.chunks (rowid) ON DELETE CASCADE,
-    tf integer NOT NULL, PRIMARY KEY (term, rowid));
+    tf integer NOT NULL, dl integer NOT NULL, PRIMARY KEY (term, rowid));
 CREATE INDEX postings_rowid ON {s}.postings (rowid);
+CREATE TABLE {s}.totals (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, chunks bigint NOT NULL, terms bigint NOT NULL);
+CREATE FUNCTION {s}.chunks_added() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO {s}.totals (chunks, terms) SELECT count(*), coalesce(sum(bm25_len), 0) FROM new_rows HAVING count(*) > 0; RETURN NULL; END $$;
+CREATE FUNCTION {s}.chunks_removed() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO {s}.totals (chunks, terms) SELECT -count(*), -coalesce(sum(bm25_len), 0) FROM old_rows HAVING count(*) > 0; RETURN NULL; END $$;
+CREATE FUNCTION {s}.chunks_emptied() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN DELETE FROM {s}.totals; RETURN NULL; END $$;
+CREATE TRIGGER chunks_added AFTER INSERT ON {s}.chunks REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.chunks_added();
+CREATE TRIGGER chunks_removed AFTER DELETE ON {s}.chunks REFERENCING OLD TABLE AS old_rows FOR EACH STATEMENT EXECUTE FUNCTION {s}.chunks_removed();
+CREATE TRIGGER chunks_emptied AFTER TRUNCATE ON {s}.chunks FOR EACH STATEMENT EXECUTE FUNCTION {s}.chunks_emptied();
 """
 
 #: ``{version: step}``: the step that brings a schema at ``version`` to ``version + 1`` (none yet: the
@@ -190,6 +207,17 @@ def translated(exc: BaseException, dsn: Dsn) -> Exception | None:
     if isinstance(exc, psycopg.OperationalError):
         return IndexDatabaseError(f"{dsn.display}: the database failed: {_first_line(exc)}")
     return None
+
+
+#: More ``totals`` rows than this and a commit folds them into one.
+TOTALS_ROWS = 256
+
+
+def compact_totals(conn: Any) -> None:
+    """Fold the committed ``totals`` rows into one (inside a writer's transaction). Rows other writers have
+    not committed are not seen and stay; two compactions at once leave one sum (the second finds nothing)."""
+    conn.execute("WITH gone AS (DELETE FROM totals WHERE id <= (SELECT max(id) FROM totals) RETURNING chunks, terms) "
+                 "INSERT INTO totals (chunks, terms) SELECT sum(chunks), sum(terms) FROM gone HAVING count(*) > 0")
 
 
 class Connections:

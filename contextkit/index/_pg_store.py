@@ -206,25 +206,24 @@ class PgRecordStore(RecordStore):
         self._q("DELETE FROM chunks WHERE id = ANY(%s)", ([c.id for c in chunks],))
         texts = [bm25_text(c, self._titled) for c in chunks]
         terms = self._terms(texts)
-        rows = [(c.id, c.doc_id, c.ordinal, c.start, c.end, c.token_count, c.total_tokens, c.header, c.text,
-                 json.dumps(c.metadata, ensure_ascii=False, default=str), key, text_sha(c.header, c.text),
-                 len(t), np.asarray(v, dtype=np.float32))
-                for c, key, t, v in zip(chunks, vector_keys, terms, vectors)]
+        columns = list(zip(*[(c.id, c.doc_id, c.ordinal, c.start, c.end, c.token_count, c.total_tokens, c.header,
+                              c.text, json.dumps(c.metadata, ensure_ascii=False, default=str), key,
+                              text_sha(c.header, c.text), len(t))
+                             for c, key, t in zip(chunks, vector_keys, terms)]))
+        # one statement (the totals trigger fires once), the rowids matched back by chunk id
+        rows = self._q('INSERT INTO chunks (id, doc_id, ordinal, start, "end", tokens, total_tokens, header, text, '
+                       "metadata, vector_key, text_sha, bm25_len) SELECT * FROM unnest(%s::text[], %s::text[], "
+                       "%s::int[], %s::int[], %s::int[], %s::int[], %s::int[], %s::text[], %s::text[], %s::text[], "
+                       "%s::text[], %s::text[], %s::int[]) RETURNING id, rowid", [list(col) for col in columns]).fetchall()
+        by_id = {str(cid): int(rowid) for cid, rowid in rows}
+        rowids = [by_id[c.id] for c in chunks]
         conn = self.conns.get()
-        rowids: list[int] = []
-        with conn.cursor() as cur:
-            cur.executemany('INSERT INTO chunks (id, doc_id, ordinal, start, "end", tokens, total_tokens, header, text, '
-                            "metadata, vector_key, text_sha, bm25_len, embedding) VALUES "
-                            "(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING rowid",
-                            rows, returning=True)
-            while True:
-                row = cur.fetchone()
-                rowids.append(int(row[0]))
-                if not cur.nextset():
-                    break
-        postings = [(term, rowid, tf) for rowid, t in zip(rowids, terms) for term, tf in Counter(t).items()]
+        with conn.cursor() as cur, cur.copy("COPY embeddings (rowid, embedding) FROM STDIN") as copy:
+            for rowid, vector in zip(rowids, vectors):
+                copy.write_row((rowid, np.asarray(vector, dtype=np.float32)))
+        postings = [(term, rowid, tf, len(t)) for rowid, t in zip(rowids, terms) for term, tf in Counter(t).items()]
         if postings:
-            with conn.cursor() as cur, cur.copy("COPY postings (term, rowid, tf) FROM STDIN") as copy:
+            with conn.cursor() as cur, cur.copy("COPY postings (term, rowid, tf, dl) FROM STDIN") as copy:
                 for row in postings:
                     copy.write_row(row)
         return rowids
@@ -263,11 +262,20 @@ class PgRecordStore(RecordStore):
         return [_row_to_chunk(tuple(row))[1] for row in rows]
 
     def iter_chunk_texts(self, batch: int = 4096, titled: bool = False) -> Iterator[tuple[np.ndarray, list[str]]]:
-        rows = self._q(f"SELECT {_COLS} FROM chunks ORDER BY rowid").fetchall()
-        for lo in range(0, len(rows), batch):
-            part = [_row_to_chunk(tuple(r)) for r in rows[lo : lo + batch]]
-            yield (np.fromiter((r for r, _ in part), dtype=np.int64, count=len(part)),
-                   [bm25_text(c, titled) for _, c in part])
+        """``(rowids, BM25 texts)`` of every chunk by rowid, ``batch`` at a time (server-side inside a
+        transaction, so that memory stays bounded on a large index)."""
+        with self._cursor() as cur:
+            cur.execute(f"SELECT {_COLS} FROM chunks ORDER BY rowid")
+            while rows := cur.fetchmany(batch):
+                part = [_row_to_chunk(tuple(r)) for r in rows]
+                yield (np.fromiter((r for r, _ in part), dtype=np.int64, count=len(part)),
+                       [bm25_text(c, titled) for _, c in part])
+
+    def _cursor(self) -> Any:
+        """A server-side cursor when this thread's connection is in a transaction (rows come as they are
+        fetched), else a plain one."""
+        conn = self.conns.get()
+        return conn.cursor(name="ck_rows") if conn.info.transaction_status else conn.cursor()
 
     def sample_chunk_rows(self, n: int, seed: int = 0) -> list[tuple[int, str]]:
         lo, hi, count = self._q("SELECT min(rowid), max(rowid), count(*) FROM chunks").fetchone()
@@ -281,7 +289,7 @@ class PgRecordStore(RecordStore):
         ids = [int(i) for i in rowids]
         if not ids:
             return np.zeros((0, self.dim), dtype=np.float32)
-        found = {int(r): v for r, v in self._q("SELECT rowid, embedding FROM chunks WHERE rowid = ANY(%s)",
+        found = {int(r): v for r, v in self._q("SELECT rowid, embedding FROM embeddings WHERE rowid = ANY(%s)",
                                                 (sorted(set(ids)),)).fetchall()}
         missing = [i for i in ids if i not in found]
         if missing:
@@ -332,9 +340,9 @@ class PgRecordStore(RecordStore):
             yield doc_id, file, source, sha, int(n_chars), json.loads(meta)
 
     def iter_chunk_records(self, batch: int = 2048) -> Iterator[tuple[list[Chunk], list[str], np.ndarray]]:
-        conn = self.conns.get()
-        with conn.cursor(name="ck_copy") if conn.info.transaction_status else conn.cursor() as cur:
-            cur.execute(f"SELECT {_COLS}, text_sha, vector_key, embedding FROM chunks ORDER BY doc_id, ordinal, rowid")
+        with self._cursor() as cur:
+            cur.execute(f"SELECT {', '.join('c.' + c for c in _COLS.split(', '))}, c.text_sha, c.vector_key, e.embedding "
+                        "FROM chunks c JOIN embeddings e ON e.rowid = c.rowid ORDER BY c.doc_id, c.ordinal, c.rowid")
             while rows := cur.fetchmany(batch):
                 chunks = [_row_to_chunk(tuple(r[:12]))[1] for r in rows]
                 vectors = np.stack([_array(r[13]) for r in rows])

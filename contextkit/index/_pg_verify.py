@@ -64,15 +64,17 @@ def _chunk_checks(index: PgIndex, full: bool) -> list[Check]:
     stale = 0
     by_rowid = {int(r[0]): r for r in rows}
     postings: dict[int, Counter[str]] = {r: Counter() for r in by_rowid}
-    for rowid, term, tf in db.execute("SELECT rowid, term, tf FROM postings WHERE rowid = ANY(%s)",
-                                      (list(by_rowid),)).fetchall():
+    lengths: dict[int, set[int]] = {r: set() for r in by_rowid}
+    for rowid, term, tf, dl in db.execute("SELECT rowid, term, tf, dl FROM postings WHERE rowid = ANY(%s)",
+                                          (list(by_rowid),)).fetchall():
         postings[int(rowid)][term] = int(tf)
+        lengths[int(rowid)].add(int(dl))
     titled = index.store._titled
     for rowid, (_, cid, ordinal, header, text, meta, _, length) in by_rowid.items():
         chunk = Chunk(id=cid, doc_id="", ordinal=ordinal, text=text, start=0, end=len(text), token_count=0,
                       header=header, metadata=json.loads(meta))
         terms = index.bm25.terms([bm25_text(chunk, titled)])[0]
-        stale += Counter(terms) != postings[rowid] or len(terms) != length
+        stale += Counter(terms) != postings[rowid] or len(terms) != length or not lengths[rowid] <= {length}
     read = f"{len(rows):,} chunks read" + ("" if full else " (a sample)")
     checks: list[Check] = []
     checks.append(("chunks", "corrupt", f"{len(damaged)} chunk(s) no longer match their hash, e.g. {damaged[0]!r}: "
@@ -81,6 +83,16 @@ def _chunk_checks(index: PgIndex, full: bool) -> list[Check]:
         checks.append(("chunks", "stale", f"{orphans} chunk(s) of no document", True))
     checks.append(("postings", "stale", f"{stale} chunk(s) whose BM25 counts are not their text's", True)
                   if stale else ("postings", "ok", f"BM25 counts of {len(rows):,} chunks", None))
+    kept = db.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(terms), 0) FROM totals").fetchone()
+    real = db.execute("SELECT count(*), coalesce(sum(bm25_len), 0) FROM chunks").fetchone()
+    checks.append(("totals", "ok", f"{int(real[0]):,} chunks, {int(real[1]):,} BM25 terms", None)
+                  if tuple(map(int, kept)) == tuple(map(int, real)) else
+                  ("totals", "stale", f"kept {int(kept[0])} chunks and {int(kept[1])} terms, the chunks hold "
+                   f"{int(real[0])} and {int(real[1])}", True))
+    missing = db.execute("SELECT count(*) FROM chunks c WHERE NOT EXISTS "
+                         "(SELECT 1 FROM embeddings e WHERE e.rowid = c.rowid)").fetchone()[0]
+    if missing:
+        checks.append(("embeddings", "missing", f"{missing} chunk(s) without a vector: re-ingest their files", False))
     return checks
 
 
@@ -105,17 +117,19 @@ def repair_database(location: object) -> list[tuple[str, str, str]]:
             n = 0
             for rowids, texts in index.store.iter_chunk_texts(titled=index.store._titled):
                 terms = index.bm25.terms(texts)
-                rows = [(t, int(r), tf) for r, ts in zip(rowids, terms) for t, tf in Counter(ts).items()]
-                with db.cursor() as cur, cur.copy("COPY postings (term, rowid, tf) FROM STDIN") as copy:
+                rows = [(t, int(r), tf, len(ts)) for r, ts in zip(rowids, terms) for t, tf in Counter(ts).items()]
+                with db.cursor() as cur, cur.copy("COPY postings (term, rowid, tf, dl) FROM STDIN") as copy:
                     for row in rows:
                         copy.write_row(row)
                 with db.cursor() as cur:
                     cur.executemany("UPDATE chunks SET bm25_len = %s WHERE rowid = %s",
                                     [(len(ts), int(r)) for r, ts in zip(rowids, terms)])
                 n += len(rowids)
+            db.execute("DELETE FROM totals")
+            db.execute("INSERT INTO totals (chunks, terms) SELECT count(*), coalesce(sum(bm25_len), 0) FROM chunks")
     finally:
         index.close()
-    actions = [("postings", "rebuilt", f"BM25 counts of {n:,} chunks from their texts")]
+    actions = [("postings", "rebuilt", f"BM25 counts of {n:,} chunks from their texts, and their totals")]
     if orphans:
         actions.append(("chunks", "removed", f"{len(orphans)} chunk(s) of no document"))
     return actions
