@@ -33,13 +33,16 @@ SQL_TFC = {
 #: hold every chunk whose float32 score could tie with or pass the ``k``-th (they differ in the last bits).
 MARGIN = 32
 
+# Each query term's postings through the (term, rowid) key (LATERAL: a look-up per term, never a scan of
+# the whole table, whatever the planner's statistics say right after a bulk load).
 _TOP = """
-WITH i AS (SELECT * FROM unnest(%(terms)s::text[], %(wi)s::float8[]) AS i(term, wi))
-SELECT p.rowid FROM i JOIN postings p ON p.term = i.term
+SELECT p.rowid FROM unnest(%(terms)s::text[], %(wi)s::float8[]) AS i(term, wi)
+CROSS JOIN LATERAL (SELECT rowid, tf, dl FROM postings WHERE term = i.term) AS p
 {where}
 GROUP BY p.rowid ORDER BY sum(i.wi * {tfc}) DESC, p.rowid
 LIMIT %(n)s
 """
+_DF = "SELECT t, (SELECT count(*) FROM postings WHERE term = t) FROM unnest(%s::text[]) AS t"
 
 
 class PgBM25(BM25Index):
@@ -72,8 +75,7 @@ class PgBM25(BM25Index):
         with self.pin():
             db = self._store.db
             n, total = db.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(terms), 0) FROM totals").fetchone()
-            df = dict(db.execute("SELECT term, count(*) FROM postings WHERE term = ANY(%s) GROUP BY term",
-                                 (sorted(set(terms)),)).fetchall())
+            df = {t: int(d) for t, d in db.execute(_DF, (sorted(set(terms)),)).fetchall() if d}
             if not n or not df:
                 return empty
             idf = self._idf(df, int(n))
