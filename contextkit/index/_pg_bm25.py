@@ -36,13 +36,15 @@ MARGIN = 32
 # Each query term's postings through the (term, rowid) key (LATERAL: a look-up per term, never a scan of
 # the whole table, whatever the planner's statistics say right after a bulk load).
 _TOP = """
-SELECT p.rowid FROM unnest(%(terms)s::text[], %(wi)s::float8[]) AS i(term, wi)
+SELECT p.rowid, array_agg(i.term), array_agg(p.tf), max(p.dl) FROM unnest(%(terms)s::text[], %(wi)s::float8[]) AS i(term, wi)
 CROSS JOIN LATERAL (SELECT rowid, tf, dl FROM postings WHERE term = i.term) AS p
 {where}
 GROUP BY p.rowid ORDER BY sum(i.wi * {tfc}) DESC, p.rowid
 LIMIT %(n)s
 """
-_DF = "SELECT t, (SELECT count(*) FROM postings WHERE term = t) FROM unnest(%s::text[]) AS t"
+# Each term's document frequency, with N and the total length (one round trip).
+_DF = ("SELECT t, (SELECT count(*) FROM postings WHERE term = t), tot.n, tot.total FROM unnest(%s::text[]) AS t, "
+       "(SELECT coalesce(sum(chunks), 0) AS n, coalesce(sum(terms), 0) AS total FROM totals) AS tot")
 
 
 class PgBM25(BM25Index):
@@ -60,7 +62,7 @@ class PgBM25(BM25Index):
                      for allowed in (False, True)}
 
     def __len__(self) -> int:
-        return int(self._store.counts()["chunks"])
+        return int(self._store.n_chunks())
 
     def search(self, query: str, k: int, allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(rowids, scores)`` of the best ``k`` chunks with a positive score, best first (ties by rowid).
@@ -74,8 +76,9 @@ class PgBM25(BM25Index):
             return empty
         with self.pin():
             db = self._store.db
-            n, total = db.execute("SELECT coalesce(sum(chunks), 0), coalesce(sum(terms), 0) FROM totals").fetchone()
-            df = {t: int(d) for t, d in db.execute(_DF, (sorted(set(terms)),)).fetchall() if d}
+            counts = db.execute(_DF, (sorted(set(terms)),)).fetchall()
+            n, total = (int(counts[0][2]), int(counts[0][3])) if counts else (0, 0)
+            df = {t: int(d) for t, d, _, _ in counts if d}
             if not n or not df:
                 return empty
             idf = self._idf(df, int(n))
@@ -86,9 +89,9 @@ class PgBM25(BM25Index):
                                       "avgdl": float(avgdl)}
             if allowed is not None:
                 params["allowed"] = [int(r) for r in allowed]
-            top = [int(r[0]) for r in db.execute(self._sql[allowed is not None], params).fetchall()]
-            rows = db.execute("SELECT rowid, term, tf, dl FROM postings WHERE rowid = ANY(%s) AND term = ANY(%s)",
-                              (top, list(weights))).fetchall()
+            found = db.execute(self._sql[allowed is not None], params).fetchall()
+        top = [int(r[0]) for r in found]
+        rows = [(rowid, term, tf, dl) for rowid, terms_of, tfs, dl in found for term, tf in zip(terms_of, tfs)]
         return self._rescored(terms, top, rows, idf, avgdl, k)
 
     def _idf(self, df: dict[str, int], n: int) -> dict[str, np.float32]:

@@ -296,7 +296,7 @@ class PgIndex(Index):
         return self._bm25_index
 
     def __len__(self) -> int:
-        return int(self.store.counts()["chunks"])
+        return self.store.n_chunks()
 
     def nearest_rowids(self, vector: np.ndarray, n: int, allowed: np.ndarray | None = None
                        ) -> list[tuple[int, float]]:

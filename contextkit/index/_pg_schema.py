@@ -10,7 +10,9 @@ One index is one schema (``?schema=name`` in the DSN, ``contextkit`` by default)
     embeddings  rowid -> vector (pgvector): apart from the texts, so that an exact search scans vectors
                 only (in the chunks' rows they were TOASTed: a scan 6x slower), and HNSW indexes them
     vectors     key -> vector: the embedding cache, as the folder's ``vectors`` table
-    postings    term, rowid, tf, dl (the chunk's bm25_len again, so that scoring reads no chunk row)
+    postings    term, rowid, tf, dl (the chunk's bm25_len again, so that scoring reads no chunk row); the
+                key holds tf and dl too, so a term's postings are read from the index alone (a third
+                of the time of visiting their rows, scattered over the table as chunks came)
     totals      chunks and BM25 terms added or removed, one row per statement (triggers on ``chunks``):
                 their sums are N and the total length BM25 needs, read in microseconds, and no row is
                 shared by writers (a counter row would make them wait on each other); compacted now and
@@ -60,7 +62,7 @@ CREATE TABLE {s}.embeddings (
 CREATE TABLE {s}.vectors (key text PRIMARY KEY, vector {vector}({dim}) NOT NULL);
 CREATE TABLE {s}.postings (
     term text NOT NULL, rowid bigint NOT NULL REFERENCES {s}.chunks (rowid) ON DELETE CASCADE,
-    tf integer NOT NULL, dl integer NOT NULL, PRIMARY KEY (term, rowid));
+    tf integer NOT NULL, dl integer NOT NULL, PRIMARY KEY (term, rowid) INCLUDE (tf, dl));
 CREATE INDEX postings_rowid ON {s}.postings (rowid);
 CREATE TABLE {s}.totals (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, chunks bigint NOT NULL, terms bigint NOT NULL);
 CREATE FUNCTION {s}.chunks_added() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN INSERT INTO {s}.totals (chunks, terms) SELECT count(*), coalesce(sum(bm25_len), 0) FROM new_rows HAVING count(*) > 0; RETURN NULL; END $$;

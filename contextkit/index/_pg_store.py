@@ -349,6 +349,10 @@ class PgRecordStore(RecordStore):
                 yield chunks, [str(r[12]) for r in rows], vectors
 
     # ---------------------------------------------------------------- counts
+    def n_chunks(self) -> int:
+        """The number of chunks, from ``totals`` (no count over the table: a query asks for it)."""
+        return int(self._q("SELECT coalesce(sum(chunks), 0) FROM totals").fetchone()[0])
+
     def counts(self) -> dict[str, int]:
         row = self._q("SELECT (SELECT count(*) FROM files), (SELECT count(*) FROM documents), "
                       "(SELECT count(*) FROM chunks), (SELECT coalesce(sum(tokens), 0) FROM chunks), "
