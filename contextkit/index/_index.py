@@ -56,10 +56,10 @@ import sqlite3
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -117,6 +117,7 @@ from contextkit.index._vector_files import VectorFiles, generation_name
 __all__ = ["Index", "register_backend"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The index class of a database (``postgresql://...``), registered by :mod:`._pg_index` when
 #: :mod:`contextkit.index` is imported; :meth:`Index.open`, ``create`` and ``exists`` hand a DSN to it.
@@ -404,6 +405,14 @@ class Index(SnapshotReader):
             return
         self._vectors.remove(rowids)
         self._bm25_dirty = True
+
+    def run_together(self, *calls: Callable[[], T]) -> list[T]:
+        """Each call's result, in order, all reading the state this thread's query is pinned to.
+
+        Here one after the other (FAISS and BM25 in memory are fast); a database index runs them at
+        once on connections that share one snapshot, so that a hybrid query waits for the slower of its
+        dense and BM25 statements rather than their sum (see :class:`~._pg_index.PgIndex`)."""
+        return [call() for call in calls]
 
     def nearest_rowids(self, vector: np.ndarray, n: int, allowed: np.ndarray | None = None
                        ) -> list[tuple[int, float]]:

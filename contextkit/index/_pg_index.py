@@ -24,7 +24,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any, Self
@@ -43,7 +44,7 @@ from contextkit.core.errors import (
 from contextkit.core.records import Chunk, ScoredChunk
 from contextkit.index._bm25 import BM25Config, BM25Index
 from contextkit.index._filters import FilterValue
-from contextkit.index._index import Index, register_backend
+from contextkit.index._index import Index, T, register_backend
 from contextkit.index._manifest import IndexManifest, IndexType, now
 from contextkit.index._pg_bm25 import PgBM25
 from contextkit.index._pg_dsn import Dsn, DsnPath, parse_dsn
@@ -59,6 +60,14 @@ from contextkit.index._pg_schema import (
 from contextkit.index._pg_store import PgRecordStore
 
 __all__ = ["PgIndex"]
+
+
+def sql_literal(text: str) -> str:
+    """A snapshot id as a SQL string literal (``SET TRANSACTION SNAPSHOT`` takes no parameter); the ids
+    the server exports are hex digits and dashes, checked so."""
+    if not text or any(c not in "0123456789ABCDEFabcdef-" for c in text):
+        raise IndexDatabaseError(f"an unexpected snapshot id {text[:40]!r} from the server")
+    return f"'{text}'"
 
 log = logging.getLogger(__name__)
 
@@ -89,6 +98,8 @@ class PgIndex(Index):
         self._lock_fd = None
         self._write_failed = False
         self._wrote = False  # a commit since the last save (which then vacuums)
+        self._pool: ThreadPoolExecutor | None = None  # run_together's workers, each with its own connection
+        self._pool_lock = threading.Lock()
 
     # ----------------------------------------------------------- lifecycle
     @classmethod
@@ -166,6 +177,9 @@ class PgIndex(Index):
                               f"(embedding vector_ip_ops) WITH (m = {int(m)}, ef_construction = {int(ef)})")
 
     def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self._conns.close()
 
     def _release(self) -> None:
@@ -207,6 +221,36 @@ class PgIndex(Index):
 
     def refresh(self) -> bool:
         return False  # every query reads the latest committed state
+
+    def run_together(self, *calls: Callable[[], T]) -> list[T]:
+        """The calls at once, each on its own connection, all in this thread's snapshot (exported by
+        ``pg_export_snapshot()``, imported by ``SET TRANSACTION SNAPSHOT``): a hybrid query's dense and
+        BM25 statements run side by side on the server and read the same committed state. Outside a
+        snapshot (a writer's transaction, or no query pinned), one after the other."""
+        if len(calls) < 2 or not getattr(self._pinned, "on", False) or getattr(self._in_write, "on", False):
+            return [call() for call in calls]
+        exported = str(self.store._q("SELECT pg_export_snapshot()").fetchone()[0])
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="contextkit-pg")
+        futures = [self._pool.submit(self._in_snapshot, exported, call) for call in calls[1:]]
+        first = calls[0]()
+        return [first, *(f.result() for f in futures)]
+
+    def _in_snapshot(self, exported: str, call: Callable[[], T]) -> T:
+        """``call`` on this (worker) thread, inside the snapshot another thread exported."""
+        self.store._q("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        try:
+            self.store._q(f"SET TRANSACTION SNAPSHOT {sql_literal(exported)}")
+            self._pinned.on = True
+            try:
+                return call()
+            finally:
+                self._pinned.on = False
+        finally:
+            conn = self.store.db
+            if not conn.closed:
+                conn.execute("COMMIT")
 
     def snapshot_rowids(self) -> np.ndarray | None:
         return None

@@ -101,7 +101,9 @@ class HybridRetriever(Retriever):
 
     def _runs(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[list[list[tuple[int, float]]], int]:
         """The dense and BM25 runs, and how many candidates a full run holds (``depth``, or fewer chunks)."""
-        runs = [self.dense._candidates(query, depth, allowed), self.sparse._candidates(query, depth, allowed)]
+        together = getattr(self.index, "run_together", None)  # (an index-like object of a caller's own has none)
+        calls = (lambda: self.dense._candidates(query, depth, allowed), lambda: self.sparse._candidates(query, depth, allowed))
+        runs = together(*calls) if together is not None else [call() for call in calls]
         return runs, min(depth, len(self.index) if allowed is None else len(allowed))
 
     def fusion_weights(self, query: str, filters: Any = None) -> tuple[float, float]:

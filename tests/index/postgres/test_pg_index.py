@@ -176,6 +176,11 @@ def test_a_query_reads_one_committed_state(twins: tuple[str, str], pg_dsn: str, 
                 writer.add_chunks(chunks, vectors, [f"k{i}" for i in range(len(chunks))])
             assert len(reader.bm25.search(query, 5)[0]) == len(before[0]) == 0  # still the state it began on
             assert reader.nearest_rowids(vectors[0], 3) == []
+            # a hybrid query's two runs go to two connections at once: both in the state the query began on
+            together = reader.run_together(lambda: reader.nearest_rowids(vectors[0], 3),
+                                           lambda: len(reader.bm25.search(query, 5)[0]),
+                                           lambda: reader.store.counts()["chunks"])
+            assert together == [[], 0, 0]
         assert len(reader.bm25.search(query, 5)[0]) > 0  # the next query sees the commit
         assert reader.nearest_rowids(vectors[0], 1)[0][1] == pytest.approx(float(vectors[0] @ vectors[0]), rel=1e-5)
     finally:
