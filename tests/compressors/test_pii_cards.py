@@ -91,3 +91,12 @@ class TestBarcodesAreNotCards:
             seen += 1
             assert cards(f"Reference {number} was noted by the clerk.") == [number]
             assert cards(f"The label on the box reads {number}.") == []  # a product word: a barcode
+
+
+def test_an_unlabelled_amex_number_that_passes_a_nir_key_is_a_card() -> None:
+    """Found by hypothesis (seed 1324): 377652435238574 is a valid Amex number and a valid French NIR
+    (1 in 97 of 15-digit numbers pass the key); without a label it is a card, with one an identifier."""
+    from contextkit.compressors.redact import PIIRedactor
+
+    assert [d[2] for d in PIIRedactor().detect("paid with 377652435238574 today")] == ["CARD"]
+    assert [d[2] for d in PIIRedactor().detect("NIR : 377652435238574")] == ["ID"]
