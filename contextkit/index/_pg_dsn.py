@@ -13,6 +13,7 @@ file when the index is opened again by that name).
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -31,7 +32,8 @@ _SCHEMA_NAME = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 
 
 def _text(location: object) -> str:
-    return str(location) if isinstance(location, str | PurePosixPath) or hasattr(location, "__fspath__") else ""
+    """``location`` as text: a str, or a path (``os.fspath``); anything else names no DSN."""
+    return str(location) if isinstance(location, str | os.PathLike) else ""
 
 
 def is_dsn(location: object) -> bool:

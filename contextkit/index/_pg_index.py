@@ -52,6 +52,8 @@ from contextkit.index._pg_filters import matching_rowids
 from contextkit.index._pg_schema import (
     TOTALS_ROWS,
     Connections,
+    _connect,
+    _table_exists,
     compact_totals,
     create_schema,
     schema_problem,
@@ -117,8 +119,6 @@ class PgIndex(Index):
                                  chunker=chunker or {}, index_type=index_type, redact=redact, created_at=now())
         if bm25 is not None:  # another index's BM25 settings (``index copy``), checked as a manifest's are
             manifest = IndexManifest.model_validate({**manifest.model_dump(), "bm25": bm25})
-        from contextkit.index._pg_schema import _connect
-
         conn = _connect(dsn)
         try:
             if not create_schema(conn, dsn, dim, manifest.model_dump_json()):
@@ -136,8 +136,6 @@ class PgIndex(Index):
         dsn = parse_dsn(path)
         conns = Connections(dsn)
         try:
-            from contextkit.index._pg_schema import _connect
-
             raw = _connect(dsn)
             try:
                 problem = schema_problem(raw, dsn)
@@ -163,8 +161,6 @@ class PgIndex(Index):
     @classmethod
     def exists(cls, path: str | Path) -> bool:
         dsn = parse_dsn(path)
-        from contextkit.index._pg_schema import _connect, _table_exists
-
         conn = _connect(dsn)
         try:
             return _table_exists(conn, dsn.schema, "meta")

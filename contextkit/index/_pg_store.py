@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from contextkit.core.errors import IndexDatabaseError, InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError
 from contextkit.core.records import Chunk
 from contextkit.index._pg_schema import Connections, translated
 from contextkit.index._store import RecordStore, _row_to_chunk, text_sha
@@ -243,10 +243,6 @@ class PgRecordStore(RecordStore):
             return []
         return [int(r[0]) for r in self._q("DELETE FROM chunks WHERE id = ANY(%s) RETURNING rowid", (ids,)).fetchall()]
 
-    def max_rowid(self) -> int:
-        row = self._q("SELECT coalesce(max(rowid), 0) FROM chunks").fetchone()
-        return int(row[0])
-
     def chunk_doc_ids(self) -> dict[int, str]:
         return {int(r): str(d) for r, d in self._q("SELECT rowid, doc_id FROM chunks").fetchall()}
 
@@ -358,7 +354,3 @@ class PgRecordStore(RecordStore):
                       "(SELECT count(*) FROM chunks), (SELECT coalesce(sum(tokens), 0) FROM chunks), "
                       "(SELECT count(*) FROM vectors)").fetchone()
         return dict(zip(("files", "documents", "chunks", "tokens", "vectors"), (int(v) for v in row)))
-
-    def check_dim(self, vectors: np.ndarray) -> None:
-        if len(vectors) and vectors.shape[1] != self.dim:
-            raise IndexDatabaseError(f"vectors of dimension {vectors.shape[1]}, the index holds {self.dim}")
