@@ -12,8 +12,10 @@ What the folder does with files and generations, the database does with transact
   writer at a time, see :mod:`._pg_store`);
 - a query is one ``REPEATABLE READ`` transaction (:meth:`snapshot`): dense search, BM25, filters and
   the chunks' texts all read one committed state, whatever writers commit meanwhile;
-- dense search is pgvector's inner product (``<#>``), exact by default (``index_type="flat"``), or
-  through an HNSW index (``"hnsw"``, built with the manifest's ``hnsw_m`` and ``hnsw_ef_construction``,
+- dense search is exact by default (``index_type="flat"``): a reader scores its own copy of the
+  vectors with FAISS, checked against each query's snapshot and brought up to it (:mod:`._pg_dense`;
+  pgvector's exact ``<#>`` scan when the copy would be too large, and in a writer's own transaction),
+  or through pgvector's HNSW index (``"hnsw"``, built with the manifest's ``hnsw_m`` and ``hnsw_ef_construction``,
   searched with ``hnsw_ef_search`` and iterative scans, so filters still return ``k`` hits).
 
 The manifest (model, dimension, chunker, BM25 settings) is written once, at creation, into ``meta``.
@@ -47,6 +49,7 @@ from contextkit.index._filters import FilterValue
 from contextkit.index._index import Index, T, register_backend
 from contextkit.index._manifest import IndexManifest, IndexType, now
 from contextkit.index._pg_bm25 import PgBM25
+from contextkit.index._pg_dense import VectorCopy
 from contextkit.index._pg_dsn import Dsn, DsnPath, parse_dsn
 from contextkit.index._pg_filters import matching_rowids
 from contextkit.index._pg_schema import (
@@ -102,6 +105,7 @@ class PgIndex(Index):
         self._wrote = False  # a commit since the last save (which then vacuums)
         self._pool: ThreadPoolExecutor | None = None  # run_together's workers, each with its own connection
         self._pool_lock = threading.Lock()
+        self.vector_copy = VectorCopy(manifest.dim)  # exact queries' vectors, read once (see _pg_dense)
 
     # ----------------------------------------------------------- lifecycle
     @classmethod
@@ -176,6 +180,7 @@ class PgIndex(Index):
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+        self.vector_copy.release()
         self._conns.close()
 
     def _release(self) -> None:
@@ -353,6 +358,10 @@ class PgIndex(Index):
             params["allowed"] = [int(r) for r in allowed]
         with self.snapshot():
             conn = self.store.db
+            if self.manifest.index_type != "hnsw" and not getattr(self._in_write, "on", False):
+                copied = self.vector_copy.nearest(conn, query, int(n), allowed)
+                if copied is not None:
+                    return sorted(copied, key=lambda h: (-h[1], h[0]))
             if self.manifest.index_type == "hnsw":
                 ef = max(int(self.manifest.hnsw_ef_search), int(n))
                 conn.execute(f"SET LOCAL hnsw.ef_search = {min(ef, 1000)}")

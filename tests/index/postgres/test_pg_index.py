@@ -31,27 +31,6 @@ QUERIES = ["how is a PEP submitted and reviewed", "deprecation of a module", "th
            "release schedule of Python 2", "BDFL pronouncement", "keyword arguments"]
 
 
-@pytest.fixture(scope="module")
-def corpus(peps: list[Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """24 short PEPs (2-6 kB), copied to a temporary folder (never into the repo)."""
-    small = sorted((p for p in peps if 2000 <= p.stat().st_size <= 6000), key=lambda p: p.name)[:24]
-    folder = tmp_path_factory.mktemp("peps")
-    for p in small:
-        shutil.copy(p, folder / p.name)
-    return folder
-
-
-@pytest.fixture(scope="module")
-def twins(corpus: Path, embedder, pg_server: str, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
-    """The same corpus ingested into a folder and into a database schema (same model, same chunks)."""
-    folder = str(tmp_path_factory.mktemp("idx") / "peps.ck-index")
-    dsn = with_schema(pg_server, "twins")
-    ingest([corpus], folder, embedder=embedder)
-    report = ingest([corpus], dsn, embedder=embedder)
-    assert report.chunks_added > 100 and not report.failures
-    return folder, dsn
-
-
 def _lists(index_path: str, mode: str, embedder, **filters) -> list[list[tuple[str, float]]]:
     with Index.open(index_path, read_only=True) as index:
         kind = {"dense": DenseRetriever, "bm25": BM25Retriever, "hybrid": HybridRetriever}[mode]
@@ -77,8 +56,9 @@ def test_same_hits_and_scores_as_the_folder(twins: tuple[str, str], embedder, mo
     for a, b in zip(local, database):
         assert [i for _, i in _untied(a)] == [i for _, i in _untied(b)]
         np.testing.assert_allclose(sorted(s for _, s in a), sorted(s for _, s in b), rtol=1e-5, atol=1e-6)
-        if mode == "bm25":  # scored as the folder scores them, bit for bit
-            assert sorted(s for _, s in a) == sorted(s for _, s in b)
+        # scored as the folder scores them, bit for bit: BM25 from the same counts, dense by FAISS over the
+        # reader's copy of the vectors (pgvector's own scan differs in the last bits), hybrid fused from them
+        assert sorted(s for _, s in a) == sorted(s for _, s in b)
 
 
 @pytest.mark.parametrize("filters", [{"source_glob": "*pep-00[0-4]*"}, {"doc_ids": None}])
