@@ -25,6 +25,7 @@ runs a small version (tests/index/postgres/test_pg_writers.py).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import random
@@ -34,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +75,8 @@ def reader_main(dsn: str, vectors_json: str, stop_file: str, out_file: str, paus
     from contextkit.index import Index
 
     queries = json.loads(Path(vectors_json).read_text())
-    records, i = [], 0
+    states: set[str] = set()  # a state's file list is written once, then named by its digest
+    i = 0
     with Index.open(dsn, read_only=True) as index, open(out_file, "w") as out:
         while not os.path.exists(stop_file):
             query = queries[i % len(queries)]
@@ -84,13 +87,16 @@ def reader_main(dsn: str, vectors_json: str, stop_file: str, out_file: str, paus
                     dense = index.nearest_rowids(np.asarray(query["vector"], dtype=np.float32), K)
                     ids, scores = index.bm25.search(query["text"], K)
                     chunks = index.store.chunks_by_rowid([r for r, _ in dense] + [int(r) for r in ids])
-                record = {"files": files, "query": query["text"],
+                state = hashlib.sha256("\n".join(files).encode()).hexdigest()[:20]
+                if state not in states:
+                    states.add(state)
+                    out.write(json.dumps({"state": state, "files": files}) + "\n")
+                record = {"seen": state, "query": query["text"],
                           "dense": [(chunks[r].id, s) for r, s in dense],
                           "bm25": [(chunks[int(r)].id, float(s)) for r, s in zip(ids, scores)]}
             except Exception as exc:  # counted: the run must have none
                 record = {"error": f"{type(exc).__name__}: {exc}"}
             out.write(json.dumps(record) + "\n")
-            records.append(record)
             time.sleep(float(pause))
 
 
@@ -114,11 +120,25 @@ class Reference:
             self.file_of = [sources[chunks[r].doc_id] for r in rowids]
             self.texts = [bm25_text(chunks[r], index.store._titled) for r in rowids]
             self.bm25_config = index.bm25.config
+        from contextkit.index._bm25 import BM25Index
+
+        # every chunk's BM25 counts once (rowids = positions here); a state's BM25 is these postings with
+        # only that state's chunks live, which counts df, N and the average length over them alone, as
+        # a fresh build over their texts would (a build per state cost seconds at 700 PEPs)
+        self.full = BM25Index(self.bm25_config)
+        self.full.build(np.arange(len(self.ids), dtype=np.int64), self.texts, 0)
         self.np = np
         self._states: dict[tuple[str, ...], Any] = {}
+        self._truths: dict[tuple[tuple[str, ...], str], tuple[list, list]] = {}
 
     def truth(self, files: tuple[str, ...], query: str, vector: Any) -> tuple[list, list]:
+        if (files, query) not in self._truths:
+            self._truths[(files, query)] = self._truth(files, query, vector)
+        return self._truths[(files, query)]
+
+    def _truth(self, files: tuple[str, ...], query: str, vector: Any) -> tuple[list, list]:
         from contextkit.index._bm25 import BM25Index
+        from contextkit.index._bm25_postings import Postings
 
         np = self.np
         if files not in self._states:
@@ -126,7 +146,8 @@ class Reference:
             where = np.nonzero(keep)[0]
             bm25 = BM25Index(self.bm25_config)
             if len(where):
-                bm25.build(where.astype(np.int64), [self.texts[i] for i in where], 0)
+                assert self.full.postings is not None
+                bm25._set(Postings(self.full.postings.segments, where.astype(np.int64)), 0)
             self._states[files] = (where, bm25)
         where, bm25 = self._states[files]
         if not len(where):
@@ -146,22 +167,32 @@ def _untied(hits: list) -> list[str]:
     return [i for s, i in sorted((round(s, 4), i) for i, s in hits if round(s, 4) != last)[::-1]]
 
 
-def check_records(records: list[dict], reference: Reference, vectors: dict[str, list[float]]) -> dict[str, Any]:
-    """Each reader record against the ground truth of the state it saw."""
-    errors = [r["error"] for r in records if "error" in r]
-    mismatches, states = [], set()
-    for r in records:
-        if "error" in r:
+def check_records(lines: Iterable[str], reference: Reference, vectors: dict[str, list[float]]) -> dict[str, Any]:
+    """Each reader record (a line of a reader's log) against the ground truth of the state it saw;
+    identical lines (the same state, query and answer) are checked once."""
+    errors, mismatches, files_of = [], [], {}
+    records, checked = 0, set()
+    for line in lines:
+        r = json.loads(line)
+        if "state" in r:
+            files_of[r["state"]] = tuple(r["files"])
             continue
-        files = tuple(r["files"])
-        states.add(files)
+        records += 1
+        if "error" in r:
+            errors.append(r["error"])
+            continue
+        digest = hashlib.sha256(line.encode()).digest()
+        if digest in checked:
+            continue
+        checked.add(digest)
+        files = files_of[r["seen"]]
         dense, bm25 = reference.truth(files, r["query"], vectors[r["query"]])
         ok = (_untied(r["dense"]) == _untied(dense) and _untied(r["bm25"]) == _untied(bm25)
               and len(r["dense"]) == len(dense) and len(r["bm25"]) == len(bm25))
         if not ok:
             mismatches.append({"files": len(files), "query": r["query"], "got": r["bm25"][:3], "want": bm25[:3]})
-    return {"records": len(records), "errors": len(errors), "error_examples": errors[:3],
-            "mismatches": len(mismatches), "mismatch_examples": mismatches[:2], "states_seen": len(states)}
+    return {"records": records, "distinct_records": len(checked), "errors": len(errors), "error_examples": errors[:3],
+            "mismatches": len(mismatches), "mismatch_examples": mismatches[:2], "states_seen": len(files_of)}
 
 
 def dump(index: Any) -> dict[str, Any]:
@@ -201,7 +232,7 @@ def _spawn(*args: str) -> subprocess.Popen[str]:
 
 
 def run_writers(dsn: str, files: list[str], reference: Reference, vectors: dict[str, list[float]], workdir: Path,
-                n_writers: int, n_readers: int, pause: float) -> dict[str, Any]:
+                n_writers: int, n_readers: int, pause: float, warm: float = 0.0) -> dict[str, Any]:
     from contextkit.index import Index
 
     n = len(files)
@@ -210,6 +241,10 @@ def run_writers(dsn: str, files: list[str], reference: Reference, vectors: dict[
     target = _with_schema(dsn, "writers")
     seed = _spawn("_writer", target, _write(workdir / "seed.json", files[:1]))  # the index exists before readers open it
     seed.communicate(timeout=600)
+    if warm:  # a share of the embedding cache from the reference: those files store without embedding
+        with Index.open(target) as index:
+            index.store.db.execute("INSERT INTO vectors SELECT * FROM reference.vectors WHERE random() < %s "
+                                   "ON CONFLICT DO NOTHING", (warm,))
     query_file = _write(workdir / "queries.json", [{"text": q, "vector": v} for q, v in vectors.items()])
     stop = workdir / "stop"
     readers = [_spawn("_reader", target, query_file, str(stop), str(workdir / f"reader{i}.jsonl"), str(pause))
@@ -224,11 +259,16 @@ def run_writers(dsn: str, files: list[str], reference: Reference, vectors: dict[
     failures = [o[1][-500:] for w, o in zip(writers, outs) if w.returncode != 0]
     failures += [json.loads(o[0].splitlines()[-1])["failures"] for o in outs if o[0].strip()
                  and json.loads(o[0].splitlines()[-1])["failures"]]
-    records = [json.loads(line) for i in range(n_readers) for line in (workdir / f"reader{i}.jsonl").read_text().splitlines()]
-    result = check_records(records, reference, vectors)
+    def lines() -> Iterator[str]:
+        for i in range(n_readers):
+            with open(workdir / f"reader{i}.jsonl") as log:
+                yield from log
+
+    result = check_records(lines(), reference, vectors)
     with Index.open(target, read_only=True) as index:
         final = dump(index)
     result.update({"writers": n_writers, "readers": n_readers, "files": n, "seconds": round(seconds, 1),
+                   "embedding_cache_warmed": warm, "reader_pause_s": pause,
                    "writer_failures": failures, "final_differs": same_as(reference.dump, final),
                    "chunks": len(final["chunks"]), "duplicate_ids": len(final["chunks"]) - len({c[0] for c in final["chunks"]})})
     return result
@@ -303,6 +343,8 @@ def main() -> None:
     parser.add_argument("--readers", type=int, default=8)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--reader-pause", type=float, default=0.0, help="seconds each reader waits between queries")
+    parser.add_argument("--warm-cache", type=float, default=0.0,
+                        help="share of the reference's embedding cache given to the writers before they start")
     parser.add_argument("--sections", default="writers,kills")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="write the figures here")
@@ -346,7 +388,7 @@ def run(dsn: str, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
     sections = args.sections.split(",")
     if "writers" in sections:
         figures["writers"] = run_writers(dsn, files, reference, vectors, workdir, args.writers, args.readers,
-                                          args.reader_pause)
+                                          args.reader_pause, args.warm_cache)
     if "kills" in sections:
         figures["kills"] = run_kills(dsn, files, reference, workdir, args.kills, random.Random(args.seed))
     return figures

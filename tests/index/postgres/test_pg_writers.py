@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[3]
 def test_writers_and_readers_and_kills(pg_server: str, peps: list[Path], tmp_path: Path) -> None:
     out = tmp_path / "figures.json"
     run = subprocess.run([sys.executable, str(REPO / "bench" / "bench_pg_writers.py"), "--dsn", pg_server,
-                          "--peps", "8", "--writers", "3", "--readers", "2", "--kills", "2", "--reader-pause", "0.01",
+                          "--peps", "8", "--writers", "3", "--readers", "2", "--kills", "2", "--reader-pause", "0.01", "--warm-cache", "0.5",
                           "--json", str(out)], capture_output=True, text=True, timeout=1200,
                          env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr[-2000:]
