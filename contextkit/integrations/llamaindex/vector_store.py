@@ -44,7 +44,7 @@ from contextkit.core.config import DEFAULT_TOKENIZER
 from contextkit.core.errors import InvalidArgumentError
 from contextkit.core.records import Chunk
 from contextkit.core.tokenizers import Tokenizer, get_tokenizer
-from contextkit.index import Index
+from contextkit.index import Index, location_name
 from contextkit.integrations.llamaindex.convert import filters_from_llamaindex
 from contextkit.retrievers import Filters
 from contextkit.retrievers.hybrid import rrf_fuse
@@ -69,6 +69,7 @@ class ContextKitVectorStore(BasePydanticVectorStore):
     tokenizer: str = DEFAULT_TOKENIZER
 
     _index: Index | None = PrivateAttr(default=None)
+    _location: str = PrivateAttr(default="")  # the folder, or the DSN with its password if it has one
     _tok: Tokenizer | None = PrivateAttr(default=None)
 
     def __init__(self, path: str | Path, *, mode: Literal["dense", "hybrid"] = "dense", model: str = "llamaindex",
@@ -76,10 +77,15 @@ class ContextKitVectorStore(BasePydanticVectorStore):
         if mode not in ("dense", "hybrid"):
             raise InvalidArgumentError(f"mode must be 'dense' or 'hybrid', not {mode!r}")
         # The pydantic mypy plugin types the parent's __init__ with the parent's fields only; these are ours.
-        super().__init__(path=str(path), mode=mode, model=model, tokenizer=tokenizer,  # type: ignore[call-arg]
+        # A DSN's password stays out of the ``path`` field, which LlamaIndex serialises with the store
+        # (``to_dict``, ``persist``): the field names the database without it, the connection uses it.
+        location = str(path)
+        shown = location_name(location)
+        super().__init__(path=shown, mode=mode, model=model, tokenizer=tokenizer,  # type: ignore[call-arg]
                          **kwargs)
-        if Index.exists(self.path):
-            self._index = Index.open(self.path)
+        self._location = location
+        if Index.exists(self._location):
+            self._index = Index.open(self._location)
 
     @classmethod
     def class_name(cls) -> str:
@@ -97,7 +103,7 @@ class ContextKitVectorStore(BasePydanticVectorStore):
 
     def _open(self, dim: int) -> Index:
         if self._index is None:
-            self._index = Index.create(self.path, model=self.model, dim=dim, tokenizer=self.tokenizer)
+            self._index = Index.create(self._location, model=self.model, dim=dim, tokenizer=self.tokenizer)
         if self._index.manifest.dim != dim:
             raise InvalidArgumentError(f"{self.path}: the index holds {self._index.manifest.dim}-d vectors; these "
                                        f"nodes have {dim}-d embeddings (another embed_model?)")

@@ -83,3 +83,21 @@ class TestContextKitVectorStore:
         hits = index.as_retriever(similarity_top_k=2, vector_store_query_mode="hybrid").retrieve(
             "inverse document frequency")
         assert hits[0].node.ref_doc_id == "bm25"
+
+
+def test_a_dsn_password_never_reaches_the_serialised_store(pg_dsn: str, li_embedding_session) -> None:
+    """LlamaIndex serialises a vector store's fields (``to_dict``, ``to_json``, persisted storage): a
+    password in the DSN must not go with them, while the store still connects with it."""
+    secret = "s3cr3t-Pa55"
+    dsn = pg_dsn.replace("postgres:@", f"postgres:{secret}@")  # the test server trusts local logins
+    assert secret in dsn
+    store = ContextKitVectorStore(dsn)
+    try:
+        VectorStoreIndex.from_documents(DOCS, storage_context=StorageContext.from_defaults(vector_store=store),
+                                        embed_model=li_embedding_session)
+        assert store.client is not None and len(store.client) >= 3
+        for text in (store.to_json(), str(store.to_dict()), repr(store), store.path):
+            assert secret not in text
+        assert store.path.startswith("postgresql://")
+    finally:
+        store.close()
