@@ -79,13 +79,13 @@ from contextkit.loaders.discovery import (
     is_index_folder,
     source_digest,
 )
-from contextkit.loaders.html import HtmlLoader
+from contextkit.loaders.html import HtmlLoader, HtmlRules
 from contextkit.loaders.jsonl import JsonlLoader, iter_jsonl
 from contextkit.loaders.pdf import PdfLoader
 from contextkit.loaders.text import TextLoader, TextStream, open_text_stream
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "JsonlLoader", "LoadIssue", "LoadFailure", "LoadLimits",
+    "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "HtmlRules", "JsonlLoader", "LoadIssue", "LoadFailure", "LoadLimits",
     "LoadResult", "Loader", "PdfLoader", "SourceFile", "TextLoader", "TextStream", "discover", "discover_files",
     "file_sha256", "is_index_folder", "iter_jsonl", "load_file", "loader_for", "open_source", "open_text_stream",
     "register_loader", "registered_suffixes", "source_digest", "unregister_loader",
