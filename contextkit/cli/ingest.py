@@ -85,6 +85,10 @@ def ingest(
     exclude: Annotated[list[str] | None, typer.Option(
         help="pass by files and folders matching this pattern, e.g. '_sources' or '*.min.js' (repeatable; the "
              "report counts them)")] = None,
+    default_excludes: Annotated[bool, typer.Option(
+        "--default-excludes/--no-default-excludes",
+        help="pass by documentation builds' generated assets: Sphinx's _sources and _static, searchindex.js, "
+             "genindex/py-modindex/search pages, *.min.js, *.min.css, source maps (the report counts them)")] = True,
     workers: Annotated[int, typer.Option(min=1, help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
     redact: Annotated[bool | None, typer.Option(
@@ -126,7 +130,7 @@ def ingest(
     _check_header(header)
     with reported(2):  # options that make no valid config: a usage error
         config = IngestConfig(**file_settings("ingest"), chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=embed_model,
-                              header=header, glob=glob or None, exclude=exclude or [], workers=workers, prune=prune, index_type=index_type,
+                              header=header, glob=glob or None, exclude=exclude or [], default_excludes=default_excludes, workers=workers, prune=prune, index_type=index_type,
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
                               pdf_timeout=pdf_timeout)

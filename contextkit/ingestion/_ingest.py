@@ -25,6 +25,7 @@ from contextkit.ingestion._types import (
     Pending,
 )
 from contextkit.loaders import (
+    GENERATED_ASSETS,
     LoadFailure,
     SourceFile,
     discover,
@@ -69,7 +70,8 @@ def ingest(
     report = IngestReport(index=location_name(index_dir))
     _check_index_folder(index_dir)
     with clock("discover"):
-        found = discover(paths, config.glob, config.follow_symlinks, exclude=[index_dir], skip=config.exclude)
+        found = discover(paths, config.glob, config.follow_symlinks, exclude=[index_dir], skip=config.exclude,
+                         default_skip=GENERATED_ASSETS if config.default_excludes else ())
     report.failures += [FileFailure(path=e.path, reason=e.reason) for e in found.errors]
     report.notes += [FileFailure(path=e.path, reason=e.reason) for e in found.notes]
     if not found.files:

@@ -42,6 +42,9 @@ class IngestConfig(Settings):
     glob: str | list[str] | None = Field(None, description="only files matching this pattern (or any of these)")
     exclude: list[str] = Field(default_factory=list, description="files and folders matching these patterns "
                                "are passed by (a folder is not walked), e.g. '_sources', '*.min.js'")
+    default_excludes: bool = Field(True, description="pass by generated assets of documentation builds (Sphinx's "
+                                   "_sources and _static, search and index pages, minified bundles); the report "
+                                   "counts them")
     workers: int = Field(1, ge=1)
     prune: bool = False
     batch_chunks: int = Field(512, ge=1, description="chunks embedded and committed together")

@@ -72,6 +72,7 @@ from contextkit.loaders.base import (
     unregister_loader,
 )
 from contextkit.loaders.discovery import (
+    GENERATED_ASSETS,
     Discovery,
     discover,
     discover_files,
@@ -85,7 +86,7 @@ from contextkit.loaders.pdf import PdfLoader
 from contextkit.loaders.text import TextLoader, TextStream, open_text_stream
 
 __all__ = [
-    "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "HtmlRules", "JsonlLoader", "LoadIssue", "LoadFailure", "LoadLimits",
+    "GENERATED_ASSETS", "SUPPORTED_SUFFIXES", "Discovery", "HtmlLoader", "HtmlRules", "JsonlLoader", "LoadIssue", "LoadFailure", "LoadLimits",
     "LoadResult", "Loader", "PdfLoader", "SourceFile", "TextLoader", "TextStream", "discover", "discover_files",
     "file_sha256", "is_index_folder", "iter_jsonl", "load_file", "loader_for", "open_source", "open_text_stream",
     "register_loader", "registered_suffixes", "source_digest", "unregister_loader",

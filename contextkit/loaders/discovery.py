@@ -128,6 +128,18 @@ def _patterns(value: str | Sequence[str] | None) -> Globs:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
+#: Generated files that documentation builds put beside the pages and a user almost never wants
+#: indexed: passed by unless ``default_excludes`` is off (``--no-default-excludes``), each counted in
+#: the report. In Debian's python3-doc they were 65% of the chunks of a plain ingest (reST copies of
+#: every page, the search index, jQuery, generated index pages).
+GENERATED_ASSETS: tuple[str, ...] = (
+    "_sources",  # Sphinx: a copy of each page's source beside its HTML
+    "_static",  # Sphinx: the theme's scripts, styles and images
+    "searchindex.js", "genindex*.html", "py-modindex.html", "search.html",  # Sphinx: search and index pages
+    "*.min.js", "*.min.css", "*.js.map", "*.css.map",  # minified bundles and their source maps
+)
+
+
 @dataclass
 class _Filter:
     """What a walk takes: a file of a supported format matching one of ``globs`` (any, when none) and none
@@ -136,12 +148,19 @@ class _Filter:
 
     globs: Globs = ()
     skip: Globs = ()
+    defaults: Globs = ()  # GENERATED_ASSETS, when on: after ``skip``, noted as defaults
     unsupported: dict[str, int] = field(default_factory=dict)  # by suffix
     excluded: dict[str, int] = field(default_factory=dict)  # by the --exclude pattern that matched
     pruned: list[tuple[str, str]] = field(default_factory=list)  # (folder, pattern)
 
     def skipped_by(self, rel: str) -> str | None:
-        return next((p for p in self.skip if _glob_matches(rel, p)), None)
+        return next((p for p in (*self.skip, *self.defaults) if _glob_matches(rel, p)), None)
+
+    def why(self, pattern: str) -> str:
+        """How the report names a pattern that passed something by."""
+        if pattern in self.skip:
+            return f"by --exclude {pattern!r}"
+        return f"by default as a generated asset ({pattern!r}; --no-default-excludes reads it)"
 
     def wanted(self, rel: str) -> bool:
         if loader_for(Path(rel).suffix) is None:
@@ -288,7 +307,7 @@ def _rel_key(item: tuple[str, Any] | tuple[str, Any, Any]) -> tuple[str, ...]:
 
 def discover(
     paths: Sequence[str | Path], glob: str | Sequence[str] | None = None, follow_symlinks: bool = False,
-    exclude: Sequence[str | Path] = (), skip: Sequence[str] = (),
+    exclude: Sequence[str | Path] = (), skip: Sequence[str] = (), default_skip: Sequence[str] = (),
 ) -> Discovery:
     """List the files under ``paths`` in a deterministic order, with stable ids, and say what was passed by.
 
@@ -298,10 +317,11 @@ def discover(
     first found with). A path named explicitly inside an index folder is an error. ``glob``: one pattern
     or several (a file matching any is taken); ``skip``: patterns of files and folders passed by (a
     folder matching one is not entered). The notes also count what a walk passed by: files of a format
-    no loader reads (by suffix), files and folders matching ``skip`` (by pattern).
+    no loader reads (by suffix), files and folders matching ``skip`` (by pattern). ``default_skip``
+    (:data:`GENERATED_ASSETS` for an ingest) is applied after ``skip`` and noted as a default.
     """
     found = Discovery()
-    filt = _Filter(_patterns(glob), _patterns(skip))
+    filt = _Filter(_patterns(glob), _patterns(skip), tuple(default_skip))
     seen: dict[str, str] = {}
     excluded = frozenset(os.path.realpath(os.fspath(p)) for p in exclude)
     for user_path in paths:
@@ -329,9 +349,9 @@ def discover(
 def _note_passed_by(found: Discovery, filt: _Filter) -> None:
     """One note per folder excluded, per exclude pattern and per unsupported suffix (counts, not every file)."""
     for rel, pattern in sorted(filt.pruned):
-        found.notes.append(LoadIssue(rel, f"folder excluded by --exclude {pattern!r}: not walked"))
+        found.notes.append(LoadIssue(rel, f"folder excluded {filt.why(pattern)}: not walked"))
     for pattern, n in sorted(filt.excluded.items()):
-        found.notes.append(LoadIssue(f"({n:,} file{'s' * (n != 1)})", f"excluded by --exclude {pattern!r}"))
+        found.notes.append(LoadIssue(f"({n:,} file{'s' * (n != 1)})", f"excluded {filt.why(pattern)}"))
     for suffix, n in sorted(filt.unsupported.items()):
         found.notes.append(LoadIssue(f"*{suffix}" if suffix.startswith(".") else suffix,
                                      f"{n:,} file{'s' * (n != 1)} of a format no loader reads: passed by"))

@@ -176,7 +176,7 @@ def test_repeatable_glob_exclude_and_what_was_passed_by_is_said(tmp_path):
     index = tmp_path / "ix"
     result = subprocess.run([sys.executable, "-m", "contextkit", "ingest", str(docs), "--index", str(index),
                              "--glob", "*.md", "--glob", "*.rst", "--glob", "*.js", "--exclude", "_sources",
-                             "--exclude", "*.min.js", "--json", "-q"],
+                             "--exclude", "*.min.js", "--no-default-excludes", "--json", "-q"],
                             capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
     assert result.returncode == 0, result.stderr[-1000:]
     report = json.loads(result.stdout)
@@ -186,3 +186,45 @@ def test_repeatable_glob_exclude_and_what_was_passed_by_is_said(tmp_path):
     assert ("(1 file)", "excluded by --exclude '*.min.js'") in notes
     assert ("*.1", "1 file of a format no loader reads: passed by") in notes
     assert ("*.gz", "1 file of a format no loader reads: passed by") in notes
+
+
+def test_a_sphinx_build_is_read_without_its_generated_assets(tmp_path):
+    """Issue 31: a plain ingest of a Sphinx build indexed its reST copies (_sources), the search index and
+    jQuery beside the pages (65% of python3-doc's chunks). By default they are passed by, counted in
+    the report; --no-default-excludes reads them."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "html"
+    for folder in ("_sources/library", "_static", "library"):
+        (docs / folder).mkdir(parents=True, exist_ok=True)
+    page = "<html><body><div role='main'><h1>functools</h1><p>lru_cache memoizes calls.</p></div></body></html>"
+    (docs / "library" / "functools.html").write_text(page, encoding="utf-8")
+    (docs / "index.html").write_text(page.replace("functools", "Contents"), encoding="utf-8")
+    (docs / "_sources" / "library" / "functools.rst.txt").write_text("functools\n=========\n\nlru_cache.\n")
+    (docs / "_static" / "doctools.js").write_text("const Documentation = {};\n", encoding="utf-8")
+    (docs / "_static" / "basic.css").write_text("body { margin: 0 }\n", encoding="utf-8")
+    (docs / "searchindex.js").write_text('Search.setIndex({"docnames": ["index"]})', encoding="utf-8")
+    (docs / "genindex-A.html").write_text("<html><body><div role='main'>abs()</div></body></html>")
+    (docs / "py-modindex.html").write_text("<html><body><div role='main'>abc</div></body></html>")
+    (docs / "search.html").write_text("<html><body><div role='main'>Please activate JavaScript</div></body></html>")
+    (docs / "theme.min.js").write_text("var a=1;", encoding="utf-8")
+
+    def run(*extra: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "contextkit", "ingest", str(docs), "--index",
+                              str(tmp_path / f"ix{len(extra)}"), "--json", "-q", *extra],
+                             capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+        assert out.returncode == 0, out.stderr[-1000:]
+        return json.loads(out.stdout)
+
+    report = run()
+    assert report["files_new"] == 2  # the two pages, nothing else
+    notes = {(n["path"], n["reason"]) for n in report["notes"]}
+    assert ("_sources", "folder excluded by default as a generated asset ('_sources'; --no-default-excludes "
+            "reads it): not walked") in notes
+    assert ("_static", "folder excluded by default as a generated asset ('_static'; --no-default-excludes "
+            "reads it): not walked") in notes
+    for pattern in ("searchindex.js", "genindex*.html", "py-modindex.html", "search.html", "*.min.js"):
+        assert ("(1 file)", f"excluded by default as a generated asset ({pattern!r}; --no-default-excludes "
+                "reads it)") in notes, pattern
+    assert run("--no-default-excludes")["files_new"] == 10
