@@ -88,7 +88,7 @@ def prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: flo
         fill.entries = _message_entries(section, renderer)
     else:
         _add_evidence(fill, list(section.items or []), min_score, merge, evidence_order,
-                      relevance or ("budget", 0.0, None))
+                      relevance or ("budget", 0.0, None), section.relevance_anchor)
     return fill
 
 
@@ -104,11 +104,11 @@ def _message_entries(section: Section, renderer: Renderer) -> list[_Entry]:
 
 
 def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float | None, merge: bool,
-                  evidence_order: EvidenceOrder, relevance: Relevance) -> None:
+                  evidence_order: EvidenceOrder, relevance: Relevance, anchor: float | None) -> None:
     """Entries for the items left out early (reported), then the candidates best first."""
     renderer = fill.renderer
     kept, early = _screen(items)
-    kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2])
+    kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2], anchor)
     reason = "below_min_score" if fill.relevance.floor_from == "min_score" else "irrelevant"
     early += [(item, ItemStatus.DROPPED, reason, detail) for item, detail in below]
     merged_into: set[str] = set()

@@ -145,9 +145,10 @@ class ContextAssembler(Component):
 
             config = config.model_copy(update={"min_similarity": index_min_similarity(
                 retriever.index if retriever is not None else None)})
-        items, compression = self._evidence(items, retriever, query, k or config.k, filters, budget, config)
+        items, anchor, compression = self._evidence(items, retriever, query, k or config.k, filters, budget, config)
         if items or retriever is not None or evidence is not None:
-            parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share))
+            parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share,
+                                 relevance_anchor=anchor))
         parts += _tool_sections(tool_results or [])
         if history:
             # Section turns the dicts into Messages (and names a bad one) as it is made
@@ -180,16 +181,19 @@ class ContextAssembler(Component):
 
     def _evidence(self, items: list[EvidenceItem], retriever: Retriever | None, query: str | None, k: int | None,
                   filters: Filters | None, budget: int | str | ModelProfile,
-                  config: AssemblerConfig) -> tuple[list[EvidenceItem], list[CompressionReport]]:
+                  config: AssemblerConfig) -> tuple[list[EvidenceItem], float | None, list[CompressionReport]]:
         """The given items plus what the retriever finds for ``query``, pruned when ``compress_evidence``
-        is set; and the compressor's report (in a list: none when nothing was pruned)."""
+        is set; the relevance anchor (see :meth:`_retrieve`); and the compressor's report (in a list: none
+        when nothing was pruned)."""
+        anchor = None
         if retriever is not None and query:
-            items = items + self._retrieve(retriever, query, k, filters, budget)
+            found, anchor = self._retrieve(retriever, query, k, filters, budget, config)
+            items = items + found
         compression = []
         if items and query and config.compress_evidence:
             items, pruned = self._compressor(retriever).compress(items, query, target_ratio=config.compress_evidence)
             compression.append(pruned)
-        return items, compression
+        return items, anchor, compression
 
     def _helpers(self, config: AssemblerConfig, has_history: bool) -> dict[str, Any]:
         """The summarizer and the redactor that :func:`assemble` should use for this prompt."""
@@ -225,20 +229,30 @@ class ContextAssembler(Component):
         return self._extractive
 
     def _retrieve(self, retriever: Retriever, query: str, k: int | None, filters: Filters | None,
-                  budget: int | str | ModelProfile) -> list[EvidenceItem]:
+                  budget: int | str | ModelProfile, config: AssemblerConfig) -> tuple[list[EvidenceItem], float | None]:
+        """The retriever's top ``k`` (by default as many as could fill the budget) and, for
+        ``fill="relevant"``, the relevance anchor: the score at rank :data:`ANCHOR_RANK`, from a search of
+        at least that many whatever ``k`` is, so the floor does not move with the budget (None when the
+        index or the filters leave fewer chunks: the floor is then relative to 0)."""
+        from contextkit.assembly.relevance import ANCHOR_RANK
+
         index = retriever.index
         if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
             from contextkit.assembly.budget import resolve_budget
 
-            limit = resolve_budget(budget, self.config.tokenizer, self.config.max_budget)[0]
+            limit = resolve_budget(budget, config.tokenizer, config.max_budget)[0]
             size = int(index.manifest.chunker.get("chunk_size") or DEFAULT_CHUNK_SIZE)
             k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size)))
+        gated = config.fill == "relevant" and config.min_score is None
+        wide = max(k, min(ANCHOR_RANK, getattr(retriever, "max_k", MAX_K))) if gated else k
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
-        hits = retriever.retrieve(query, k, filters)
+        hits = retriever.retrieve(query, wide, filters)
+        anchor = _relevance_anchor(retriever, [float(hit.score) for hit in hits]) if gated else None
+        hits = hits[:k]
         items = [EvidenceItem.from_scored_chunk(hit, tokenizer) for hit in hits]
-        if self.config.fill == "relevant" and self.config.min_similarity is not None:
+        if config.fill == "relevant" and config.min_similarity is not None:
             items = _with_similarity(items, retriever, query, len(hits), filters)
-        return items
+        return items, anchor
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **kwargs: Any) -> ContextAssembler:
@@ -270,6 +284,19 @@ class ContextAssembler(Component):
         if isinstance(budget, dict):
             budget = ModelProfile(**budget)
         return cls(budget, **settings, **objects)
+
+
+def _relevance_anchor(retriever: Retriever, scores: list[float]) -> float | None:
+    """The retriever's :meth:`~contextkit.retrievers.Retriever.relevance_anchor` for these scores (a
+    retriever of a caller's own without one: the score at the anchor rank)."""
+    from contextkit.assembly.relevance import ANCHOR_RANK
+
+    method = getattr(retriever, "relevance_anchor", None)
+    if method is not None:
+        anchor = method(scores)
+        return None if anchor is None else float(anchor)
+    ranked = sorted(scores, reverse=True)
+    return ranked[ANCHOR_RANK - 1] if len(ranked) >= ANCHOR_RANK else None
 
 
 def _with_similarity(items: list[EvidenceItem], retriever: Retriever, query: str, n: int,

@@ -7,7 +7,15 @@ matters; and a question the index cannot answer should not cost a full prompt. W
 * an **adaptive floor** on the retrieval scores, relative to the best hit: an item
   scoring below ``relevance_floor`` (default 0.3) of the best (``best - (1 - r) * |best|``, so it
   also holds for negative scores) adds little that the items above it do not; an
-  explicit ``min_score`` sets the floor instead;
+  explicit ``min_score`` sets the floor instead. When the evidence section has a
+  ``relevance_anchor`` (``ContextAssembler`` sets it: the retriever's score at rank
+  :data:`ANCHOR_RANK`, or 0 for ``HybridRetriever``, whose fused scores are anchored there), the floor is ``relevance_floor`` of the way from that score to the
+  best: ``anchor + r * (best - anchor)``. Why: a cosine or a BM25 score has no zero that
+  means "unrelated" (in a documentation index the 1,300th passage still has a cosine of
+  half the best), so a floor relative to zero let through nearly every candidate, and the
+  candidates grow with the budget: a 1M-token window got 47k tokens of evidence where
+  5,000 tokens got 5k. Measured from a fixed rank, the floor is the same whatever the
+  budget, and the budget is a cap again;
 * an **off-topic check** on the query-passage similarity, when the retriever gave one
   (:attr:`EvidenceItem.similarity`, the dense cosine): when even the best passage is
   below ``min_similarity`` the index holds little that bears on the question, and no
@@ -29,17 +37,21 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, Field
 
+from contextkit.core.config import RELEVANCE_ANCHOR_RANK
 from contextkit.core.records import EvidenceItem
 
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.index import Index
 
-__all__ = ["AUTO_MAX_SIMILARITY", "BACKGROUND_SCALE", "FillMode", "MinSimilarity", "RelevanceReport",
+__all__ = ["ANCHOR_RANK", "AUTO_MAX_SIMILARITY", "BACKGROUND_SCALE", "FillMode", "MinSimilarity", "RelevanceReport",
            "background_similarity", "gate", "index_min_similarity"]
 
 FillMode = Literal["relevant", "budget"]
 MinSimilarity = float | Literal["auto"] | None
 
+#: The rank whose score counts as "no longer relevant" for the floor (``Section.relevance_anchor``,
+#: :meth:`Retriever.relevance_anchor <contextkit.retrievers.Retriever.relevance_anchor>`).
+ANCHOR_RANK = RELEVANCE_ANCHOR_RANK
 #: ``min_similarity="auto"`` is never above this (the fixed cosine it replaces; chosen on SciFact train),
 #: and is this when no index is known or the index is too small to measure (fewer than
 #: ``_MIN_PAIRS`` pairs of passages from different documents).
@@ -61,6 +73,8 @@ class RelevanceReport(BaseModel):
     best_score: float | None = None
     floor: float | None = Field(default=None, description="items scoring below this stopped (None: no floor)")
     floor_from: Literal["relative", "min_score", "none"] = "none"
+    anchor: float | None = Field(default=None, description="the score the relative floor is measured from (the "
+                                 "retriever's score at rank ANCHOR_RANK); None: from 0")
     below_floor: int = Field(default=0, description="items that stopped at the floor")
     best_similarity: float | None = Field(default=None, description="the best query-passage similarity, if known")
     min_similarity: float | None = None
@@ -105,10 +119,12 @@ def index_min_similarity(index: Index | None) -> float:
 
 
 def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None, relevance_floor: float,
-         min_similarity: MinSimilarity) -> tuple[list[EvidenceItem], list[tuple[EvidenceItem, str]], RelevanceReport]:
+         min_similarity: MinSimilarity, anchor: float | None = None,
+         ) -> tuple[list[EvidenceItem], list[tuple[EvidenceItem, str]], RelevanceReport]:
     """(items kept, [(item left out, detail)], the report). Items without a score are always kept.
     ``min_similarity="auto"`` here (no index known) is :data:`AUTO_MAX_SIMILARITY`; ``ContextAssembler``
-    resolves it for its retriever's index first (:func:`index_min_similarity`)."""
+    resolves it for its retriever's index first (:func:`index_min_similarity`). ``anchor``: the score
+    the relative floor is measured from (None: 0; see the module's docstring)."""
     if min_similarity == "auto":
         min_similarity = AUTO_MAX_SIMILARITY
     scored = [it.score for it in items if it.score is not None]
@@ -118,7 +134,10 @@ def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None,
                              best_similarity=max(sims) if sims else None)
     if fill == "relevant" and min_similarity is not None and sims and max(sims) < min_similarity:
         return _off_topic(items, report, min_similarity)
-    report.floor, report.floor_from = _floor(report.best_score, fill, min_score, relevance_floor)
+    report.floor, report.floor_from = _floor(report.best_score, fill, min_score, relevance_floor, anchor)
+    if report.floor_from == "relative" and anchor is not None and report.best_score is not None \
+            and anchor < report.best_score:
+        report.anchor = anchor
     floor = report.floor
     if floor is None:
         return list(items), [], report
@@ -132,8 +151,13 @@ def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None,
 
 
 def _floor_message(report: RelevanceReport, relevance_floor: float, min_score: float | None) -> str:
-    how = (f"{relevance_floor:g} of the best score {report.best_score:.4f}" if report.floor_from == "relative"
-           else f"min_score {min_score:g}")
+    if report.floor_from != "relative":
+        how = f"min_score {min_score:g}"
+    elif report.anchor is not None:
+        how = (f"{relevance_floor:g} of the way from the score at rank {ANCHOR_RANK}, {report.anchor:.4f}, to the "
+               f"best, {report.best_score:.4f}")
+    else:
+        how = f"{relevance_floor:g} of the best score {report.best_score:.4f}"
     return (f"{report.below_floor} of {report.candidates} evidence items stopped where relevance falls away "
             f"(floor {report.floor:.4f}: {how}); fill='budget' fills the budget instead")
 
@@ -152,10 +176,12 @@ def _off_topic(items: Sequence[EvidenceItem], report: RelevanceReport, min_simil
     return kept, [(it, detail) for it in gone], report
 
 
-def _floor(best: float | None, fill: FillMode, min_score: float | None,
-           relevance_floor: float) -> tuple[float | None, Literal["relative", "min_score", "none"]]:
+def _floor(best: float | None, fill: FillMode, min_score: float | None, relevance_floor: float,
+           anchor: float | None) -> tuple[float | None, Literal["relative", "min_score", "none"]]:
     if min_score is not None:
         return min_score, "min_score"
     if fill == "budget" or best is None or relevance_floor <= 0:
         return None, "none"
+    if anchor is not None and anchor < best:
+        return anchor + relevance_floor * (best - anchor), "relative"
     return best - (1.0 - relevance_floor) * abs(best), "relative"

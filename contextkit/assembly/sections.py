@@ -58,6 +58,9 @@ class Section:
     max_share: float | None = None
     tag: str | None = None
     attributes: dict[str, str] = field(default_factory=dict)
+    #: Evidence: the score from which ``fill="relevant"`` measures its floor (the retriever's score at rank
+    #: :data:`~contextkit.assembly.relevance.ANCHOR_RANK`; ``ContextAssembler`` sets it). None: from 0.
+    relevance_anchor: float | None = None
 
     def __post_init__(self) -> None:
         given = [x is not None for x in (self.content, self.items, self.messages)]

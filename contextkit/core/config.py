@@ -62,6 +62,10 @@ DEFAULT_CHUNK_OVERLAP = 16
 DEFAULT_TOKENIZER = "cl100k_base"
 #: The hard cap on a history summary, in tokens, wherever one is made (assembler, CLI, plug-in).
 DEFAULT_SUMMARY_MAX_TOKENS = 512
+#: The rank whose score counts as "no longer relevant" for ``fill="relevant"`` (the relevance anchor):
+#: the assembler searches at least this many candidates, whatever the budget, to know it. 100 is
+#: ``HybridRetriever``'s default depth, where its fused scores are anchored at 0.
+RELEVANCE_ANCHOR_RANK = 100
 
 # The limits of one request (issue 33): without them a 1 MB query held a CPU for 208 s and 1 GB of
 # memory on the dense side. Each default is far above real use, and each is an option of the entry

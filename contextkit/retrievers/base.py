@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 import numpy as np
 from pydantic import Field
 
-from contextkit.core.config import MAX_K, MAX_QUERY_CHARS, check_limit, check_limit_option
+from contextkit.core.config import MAX_K, MAX_QUERY_CHARS, RELEVANCE_ANCHOR_RANK, check_limit, check_limit_option
 from contextkit.core.errors import RetrievalError
 from contextkit.core.options import Component
 from contextkit.core.records import ScoredChunk
@@ -175,6 +175,14 @@ class Retriever(Component, ABC):
             return self._retrieve(query, k, filters, min_score, mmr)
         with pin():  # one generation for the whole query: filters, every run, the chunks' texts
             return self._retrieve(query, k, filters, min_score, mmr)
+
+    def relevance_anchor(self, scores: Sequence[float]) -> float | None:
+        """The score from which ``fill="relevant"`` measures its floor, given the scores of one search of at
+        least :data:`~contextkit.core.config.RELEVANCE_ANCHOR_RANK` candidates: the score at that rank (None
+        when the search found fewer). Why a rank: a cosine or a BM25 score has no zero that means
+        "unrelated", and a floor measured from 0 lets more through the more candidates there are."""
+        ranked = sorted(scores, reverse=True)
+        return float(ranked[RELEVANCE_ANCHOR_RANK - 1]) if len(ranked) >= RELEVANCE_ANCHOR_RANK else None
 
     def check_request(self, query: object, k: object) -> int:
         """``k`` as an int when this retriever takes ``query`` and ``k`` (see :func:`check_request`)."""

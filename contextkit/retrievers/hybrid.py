@@ -8,6 +8,7 @@ by that separation (:func:`run_confidence`), so a flat run counts for little on 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -33,18 +34,32 @@ def rrf_fuse(runs: list[list[tuple[int, float]]], weights: list[float], k: int =
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
 
 
-def weighted_fuse(runs: list[list[tuple[int, float]]], weights: list[float]) -> list[tuple[int, float]]:
-    """Weighted sum of min-max normalised scores (a chunk missing from a run scores 0 there)."""
-    fused: dict[int, float] = {}
+def weighted_fuse(runs: list[list[tuple[int, float]]], weights: list[float],
+                  anchor: int | None = None) -> list[tuple[int, float]]:
+    """Weighted sum of min-max normalised scores: a run's best scores 1 and its ``anchor``-th best 0 (its
+    last, when ``anchor`` is None or past its end); a chunk missing from a run scores 0 there.
+
+    Why an anchor: a deeper run (a larger budget asks for more candidates) reaches lower scores, and
+    normalised against its own minimum every chunk's fused score would rise with the depth, so a gate
+    relative to the best would let more through the larger the budget. Anchored at a fixed rank, and a
+    score below the anchor's counted as the anchor's (0, as a chunk the run did not reach), a chunk's
+    fused score does not depend on how deep the runs went; the chunks below the anchor in every run
+    (all scoring 0) are ordered by their unclipped sum."""
+    fused: dict[int, list[float]] = {}  # rowid -> [clipped sum, unclipped sum]
     for run, weight in zip(runs, weights):
         if not run:
             continue
         scores = np.array([s for _, s in run], dtype=np.float64)
-        lo, hi = scores.min(), scores.max()
+        hi = scores.max()
+        cut = len(scores) if anchor is None else max(1, min(anchor, len(scores)))
+        lo = -np.partition(-scores, cut - 1)[cut - 1]  # the cut-th best score
         norm = (scores - lo) / (hi - lo) if hi > lo else np.ones_like(scores)
         for (rowid, _), value in zip(run, norm):
-            fused[rowid] = fused.get(rowid, 0.0) + weight * float(value)
-    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))
+            sums = fused.setdefault(rowid, [0.0, 0.0])
+            sums[0] += weight * max(float(value), 0.0)
+            sums[1] += weight * float(value)
+    order = sorted(fused.items(), key=lambda item: (-item[1][0], -item[1][1], item[0]))
+    return [(rowid, sums[0]) for rowid, sums in order]
 
 
 def run_confidence(run: list[tuple[int, float]], depth: int) -> float:
@@ -96,8 +111,10 @@ class HybridRetriever(Retriever):
                 "bm25_weight": self.weights[1], "depth": self.depth}
 
     def _candidates(self, query: str, n: int, allowed: np.ndarray | None) -> list[tuple[int, float]]:
-        runs, depth = self._runs(query, max(n, self.depth), allowed)
-        return fuse(runs, self.fusion, self.weights, depth, self.rrf_k)[:n]
+        # Runs of max(n, depth) chunks, fused as runs of ``depth`` would be (weights and the normalising
+        # anchor from their first ``depth``): the top chunks score the same whatever ``n`` (the budget).
+        runs, deepest = self._runs(query, max(n, self.depth), allowed)
+        return fuse(runs, self.fusion, self.weights, min(self.depth, deepest), self.rrf_k)[:n]
 
     def _runs(self, query: str, depth: int, allowed: np.ndarray | None) -> tuple[list[list[tuple[int, float]]], int]:
         """The dense and BM25 runs, and how many candidates a full run holds (``depth``, or fewer chunks)."""
@@ -105,6 +122,13 @@ class HybridRetriever(Retriever):
         calls = (lambda: self.dense._candidates(query, depth, allowed), lambda: self.sparse._candidates(query, depth, allowed))
         runs = together(*calls) if together is not None else [call() for call in calls]
         return runs, min(depth, len(self.index) if allowed is None else len(allowed))
+
+    def relevance_anchor(self, scores: Sequence[float]) -> float | None:
+        """0 for the weighted fusions (a chunk at ``depth`` in both runs scores 0 there, whatever the number
+        of candidates); for ``"rrf"`` or with a reranker, the score at the anchor rank, as for any retriever."""
+        if self.fusion == "rrf" or self.reranker is not None:
+            return super().relevance_anchor(scores)
+        return 0.0
 
     def fusion_weights(self, query: str, filters: Any = None) -> tuple[float, float]:
         """The (dense, BM25) weights this retriever fuses ``query``'s runs with: the constructor's for
@@ -121,9 +145,11 @@ class HybridRetriever(Retriever):
 
 def fuse(runs: list[list[tuple[int, float]]], fusion: str, weights: list[float], depth: int,
          rrf_k: int = 60) -> list[tuple[int, float]]:
-    """The runs fused as ``HybridRetriever(fusion=...)`` fuses them (the tuning bench replays this)."""
+    """The runs fused as ``HybridRetriever(fusion=...)`` fuses them (the tuning bench replays this): runs
+    deeper than ``depth`` are weighted and normalised by their first ``depth`` chunks (the anchor of
+    :func:`weighted_fuse`), so their top chunks score as in runs of ``depth``."""
     if fusion == "rrf":
         return rrf_fuse(runs, weights, rrf_k)
     if fusion == "adaptive":
-        weights = adaptive_weights(runs, weights, depth)
-    return weighted_fuse(runs, weights)
+        weights = adaptive_weights([run[:depth] for run in runs], weights, depth)
+    return weighted_fuse(runs, weights, anchor=depth)
