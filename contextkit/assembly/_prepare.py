@@ -8,6 +8,7 @@ tokens from stored counts so that choosing costs no tokenizer pass.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace as copy_with
 from typing import TYPE_CHECKING, Any
@@ -152,10 +153,28 @@ def _screen(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], list[_Early]
     return kept, early
 
 
+#: The longest title shown on a tag, in characters (a page title is a line; a JSONL "title" may be anything).
+MAX_TITLE_CHARS = 120
+#: A documentation site's name after a page's title ("functools — Python 3.11.2 documentation", Sphinx's
+#: default; "Page | Project documentation"): the same on every page of the site, so on every tag it is
+#: only tokens (about 8 of 20 per tag on Python's docs). The page's own title is kept.
+_SITE_SUFFIX = re.compile(r"\s+[—–|-]\s+[^—–|]{1,80}\bdocumentation\s*$", re.IGNORECASE)
+
+
 def _attributes(item: EvidenceItem) -> dict[str, str]:
+    """The tag's attributes: what a model needs to cite the passage (id, source, the page's title and,
+    for a PDF, its pages) and the retrieval score."""
     attrs = {"id": item.id}
     if item.source:
         attrs["source"] = item.source
+    title = item.metadata.get("title")
+    if isinstance(title, str) and title.strip():
+        shown = " ".join(title.split())
+        shown = _SITE_SUFFIX.sub("", shown) or shown
+        attrs["title"] = shown if len(shown) <= MAX_TITLE_CHARS else shown[: MAX_TITLE_CHARS - 1] + "…"
+    page, last = item.metadata.get("page"), item.metadata.get("page_end")
+    if isinstance(page, int) and not isinstance(page, bool):
+        attrs["page"] = f"{page}-{last}" if isinstance(last, int) and last > page else str(page)
     if item.score is not None:
         attrs["score"] = f"{item.score:.4f}"
     return attrs

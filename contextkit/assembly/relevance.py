@@ -153,7 +153,7 @@ def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None,
 def _floor_message(report: RelevanceReport, relevance_floor: float, min_score: float | None) -> str:
     if report.floor_from != "relative":
         how = f"min_score {min_score:g}"
-    elif report.anchor is not None:
+    elif report.anchor:  # (an anchor of 0, the hybrid's, is the plain share of the best)
         how = (f"{relevance_floor:g} of the way from the score at rank {ANCHOR_RANK}, {report.anchor:.4f}, to the "
                f"best, {report.best_score:.4f}")
     else:

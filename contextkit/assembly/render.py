@@ -6,7 +6,7 @@ goes in one of two ways (``text_escape``): as a text node with ``&`` and ``<``
 escaped (and ``]]>`` broken), or verbatim in a CDATA section, where only ``]]>``
 is split across two sections (``]]]]><![CDATA[>``). The default, ``"auto"``,
 takes CDATA for text holding ``<`` or ``&`` where no ``<`` starts anything like
-markup (code such as ``if a < b and c >= d``, shell's ``&&``), so a model reads it
+markup (code such as ``if a < b and c >= d``, shell's ``&&``, a Python traceback's ``<module>``), so a model reads it
 as written rather than ``if a &lt; b``; text with a tag-like ``<`` (HTML, a forged
 ``</document>``) keeps its entities, since a model reads the characters, not the
 CDATA rules, and a verbatim end tag reads like one. Plain text goes in as it is.
@@ -79,13 +79,24 @@ def cut_inside(body: str, max_tokens: int, cut: Callable[[str, int], str | None]
 
 #: A ``<`` that a reader could take for markup: a tag, an end tag, a comment, CDATA, a declaration.
 _TAG_LIKE = re.compile(r"<[A-Za-z/!?]")
+#: Names in angle brackets that Python writes in tracebacks, reprs and qualified names (``File "<stdin>",
+#: line 1, in <module>``, ``f.<locals>.g``, ``<frozen importlib._bootstrap>``): not markup to any reader,
+#: so they do not make a text tag-like (a traceback reaches the model as written, not ``&lt;module>``).
+_PYTHON_PSEUDO_NAMES = re.compile(
+    r"<(?:module|stdin|string|lambda|genexpr|listcomp|dictcomp|setcomp|locals|console|input|unknown"
+    r"|frozen [\w.]+|doctest [\w.\[\]-]+|ipython-input-[\w-]+|fstring)>")
 
 
 def _verbatim_is_safe(text: str) -> bool:
     """``"auto"``: whether text goes in verbatim (CDATA). Only where entities would change it
     (``<`` or ``&``) and nothing in it looks like markup: a model does not parse CDATA, it
-    reads the characters, and a verbatim ``</document>`` reads like the end of one."""
-    return ("<" in text or "&" in text) and _TAG_LIKE.search(text) is None
+    reads the characters, and a verbatim ``</document>`` reads like the end of one. Python's
+    own bracketed names (:data:`_PYTHON_PSEUDO_NAMES`) are not markup."""
+    if "<" not in text and "&" not in text:
+        return False
+    if _TAG_LIKE.search(text) is None:
+        return True
+    return "<" in text and _TAG_LIKE.search(_PYTHON_PSEUDO_NAMES.sub("", text)) is None
 
 
 #: How XML bodies carry untrusted text: entities always, CDATA always, or CDATA where entities would change it.

@@ -11,13 +11,27 @@ on a Ray node or from an index's record. ``to_dict()`` always names the class un
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from bisect import bisect_right
 from collections.abc import Iterable
 from typing import Any, Self
 
 from contextkit.core.options import Component
 from contextkit.core.records import Chunk, Document
 
-__all__ = ["Chunker"]
+__all__ = ["Chunker", "chunk_metadata"]
+
+
+def chunk_metadata(doc_metadata: dict[str, Any], start: int, end: int) -> dict[str, Any]:
+    """A chunk's metadata: its document's, and, where the document says where its pages start
+    (``page_starts``, character offsets: a PDF's), the pages the chunk spans as ``page`` and
+    ``page_end`` (1-based) in place of the list, so a passage can be cited by page."""
+    starts = doc_metadata.get("page_starts")
+    if not isinstance(starts, list) or not starts or not all(isinstance(x, int) for x in starts):
+        return dict(doc_metadata)
+    meta = {k: v for k, v in doc_metadata.items() if k != "page_starts"}
+    meta["page"] = max(1, bisect_right(starts, start))
+    meta["page_end"] = max(meta["page"], bisect_right(starts, max(start, end - 1)))
+    return meta
 
 
 class Chunker(Component, ABC):

@@ -23,7 +23,7 @@ from contextkit.chunking import _processes
 from contextkit.chunking._cuts import CutRule, _candidates, _greedy, _stable_junction
 from contextkit.chunking._parallel import split_parallel
 from contextkit.chunking._stream import stream_spans
-from contextkit.chunking.base import Chunker
+from contextkit.chunking.base import Chunker, chunk_metadata
 from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_TOKENIZER  # why: see there
 from contextkit.core.errors import (
     ChunkTooSmallError,
@@ -228,7 +228,7 @@ class TokenChunker(Chunker):
                 token_count=tokens,
                 header=head,
                 total_tokens=total,
-                metadata=dict(doc.metadata),
+                metadata=chunk_metadata(doc.metadata, start, end),
             )
             for ordinal, (start, end, tokens, total) in enumerate(plan)
         ]
@@ -288,7 +288,7 @@ class TokenChunker(Chunker):
                 total = self.tokenizer.count(head + text)
             yield Chunk(id=f"{doc_id}::{ordinal}", doc_id=doc_id, ordinal=ordinal, text=text, start=start,
                         end=start + len(text), token_count=tokens, header=head, total_tokens=total,
-                        metadata=dict(doc.metadata))
+                        metadata=chunk_metadata(doc.metadata, start, start + len(text)))
             ordinal += 1
 
     def start_workers(self) -> None:

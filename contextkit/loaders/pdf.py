@@ -154,7 +154,11 @@ def load_pdf(source: SourceFile, timeout: float | None, max_bytes: int | None = 
     pages, title = _parse(data) if timeout is None else _worker.parse(data, timeout)
     if not any(page.strip() for page in pages):
         raise _Failed("PDF has no extractable text (scanned?)")
-    meta: dict[str, Any] = {"format": "pdf", "pages": len(pages)}
+    starts, offset = [], 0
+    for page in pages:  # where each page starts in the joined text: chunks are cited by page
+        starts.append(offset)
+        offset += len(page) + 2
+    meta: dict[str, Any] = {"format": "pdf", "pages": len(pages), "page_starts": starts}
     if title and title.strip():
         meta["title"] = title.strip()
     return [Document(source.doc_id, "\n\n".join(pages), source.shown_path, meta)]

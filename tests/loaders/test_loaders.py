@@ -426,7 +426,7 @@ class TestLoadPdf:
         doc = load_one(write(tmp_path / "hello.pdf", make_pdf()), "docs/hello.pdf")
         assert "Hello PDF world" in doc.text
         assert doc.id == "docs/hello.pdf"
-        assert doc.metadata == {"format": "pdf", "pages": 1, "title": "Test Title"}
+        assert doc.metadata == {"format": "pdf", "pages": 1, "page_starts": [0], "title": "Test Title"}
 
     def test_no_info_no_title(self, tmp_path: Path) -> None:
         doc = load_one(write(tmp_path / "hello.pdf", make_pdf(title=None)))
