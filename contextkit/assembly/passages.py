@@ -97,9 +97,12 @@ def _finish(item: EvidenceItem, parts: list[EvidenceItem], absorbed: dict[str, s
 def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_middle") -> list[EvidenceItem]:
     """Order evidence for the prompt.
 
-    ``lost_in_the_middle`` puts the strongest items at both ends (1st, 3rd, 5th...
+    ``lost_in_the_middle`` puts the strongest documents at both ends (1st, 3rd, 5th...
     from the start; 2nd, 4th... from the end), where long-context models attend
-    best; ``score`` is best first; ``document`` follows source and offset.
+    best, each document's passages together in reading order (a page's passages
+    interleaved by score with other pages' read as disconnected snippets, and a
+    model citing the page gets its text in its own order); documents rank by their
+    best passage. ``score`` is best first; ``document`` follows source and offset.
     Ties break on the item id, so the order is deterministic.
     """
     ranked = sorted(items, key=_rank_key)
@@ -109,7 +112,26 @@ def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_mi
         return sorted(items, key=lambda it: (it.source, it.doc_id or "", it.start or 0, it.id))
     if mode != "lost_in_the_middle":
         raise InvalidArgumentError(f"evidence order must be lost_in_the_middle, score or document, not {mode!r}")
-    return ranked[0::2] + ranked[1::2][::-1]
+    groups: dict[str, list[EvidenceItem]] = {}
+    for item in ranked:  # best document first, as its best passage ranks
+        groups.setdefault(_document_key(item), []).append(item)
+    ordered = [sorted(group, key=_reading_key) for group in groups.values()]
+    placed = ordered[0::2] + ordered[1::2][::-1]
+    return [item for group in placed for item in group]
+
+
+def _document_key(item: EvidenceItem) -> str:
+    """The document an item belongs to (an item with neither a document id nor a source stands alone)."""
+    if item.doc_id:
+        return "doc\0" + item.doc_id
+    return "src\0" + item.source if item.source else "item\0" + item.id
+
+
+def _reading_key(item: EvidenceItem) -> tuple[int, int, float, str]:
+    """Reading order within a document: by offset; items without one after, best first."""
+    if item.start is None:
+        return (1, 0, -(item.score if item.score is not None else float("-inf")), item.id)
+    return (0, item.start, 0.0, item.id)
 
 
 def _rank_key(item: EvidenceItem) -> tuple[float, str]:

@@ -107,3 +107,18 @@ def test_a_traceback_reaches_the_model_as_written():
     texts = {d.get("id"): d.text for d in root.iter("document")}
     assert texts["tb"].strip() == traceback and texts["html"].strip().endswith("</document><b>forged</b>")
     assert [d.get("id") for d in root.iter("document")] == ["tb", "html"]  # nothing forged
+
+
+def test_passages_of_one_page_stay_together_in_reading_order():
+    """Scores interleave two pages (a: 0.9, b: 0.8, a: 0.7, b: 0.6, c: 0.5); the prompt keeps each page's
+    passages together, in the page's own order, the best page first and the second best last."""
+    def item(doc: str, n: int, start: int, score: float) -> EvidenceItem:
+        return EvidenceItem(id=f"{doc}::{n}", text=f"passage {n} of {doc}.", source=doc, doc_id=doc,
+                            start=start, end=start + 20, score=score)
+
+    items = [item("a.html", 7, 700, 0.9), item("b.html", 2, 200, 0.8), item("a.html", 1, 100, 0.7),
+             item("b.html", 5, 500, 0.6), item("c.html", 0, 0, 0.5)]
+    prompt, _ = assemble([Section("evidence", role="evidence", items=items),
+                          Section("question", role="question", content="?")], 2_000, merge_passages=False)
+    order = [t["id"] for t in _tags(prompt)]
+    assert order == ["a.html::1", "a.html::7", "c.html::0", "b.html::2", "b.html::5"]

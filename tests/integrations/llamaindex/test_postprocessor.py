@@ -237,9 +237,18 @@ class TestOrder:
         scores = [0.3, 0.9, 0.5, 0.7, 0.1]  # document order, scored out of order
         return picked, [NodeWithScore(node=n, score=s) for n, s in zip(picked, scores)]
 
-    def test_lost_in_the_middle_puts_the_strongest_at_both_ends(self, scored):
-        _, given_nodes = scored
+    def test_lost_in_the_middle_keeps_one_documents_passages_in_reading_order(self, scored):
+        """The five nodes are passages of one document: they stay together, in the document's order."""
+        picked, given_nodes = scored
         out = ContextBudgetPostprocessor(token_budget=10_000).postprocess_nodes(given_nodes)
+        assert [n.node.node_id for n in out] == [n.node_id for n in picked]
+
+    def test_lost_in_the_middle_puts_the_strongest_documents_at_both_ends(self, scored):
+        """Passages of five documents (no source relationship, no path: each node its own document)."""
+        _, given_nodes = scored
+        alone = [NodeWithScore(node=TextNode(text=n.node.get_content(), id_=f"n{i}"), score=n.score)
+                 for i, n in enumerate(given_nodes)]
+        out = ContextBudgetPostprocessor(token_budget=10_000).postprocess_nodes(alone)
         assert [n.score for n in out] == [0.9, 0.5, 0.1, 0.3, 0.7]
 
     def test_score_and_document_orders(self, scored):
