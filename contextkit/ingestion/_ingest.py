@@ -111,6 +111,9 @@ def ingest(
             if is_dsn(index_dir):  # several writers share a database: each prunes only under its own inputs
                 prunable = _under_roots(prunable, index.store.file_sources(), paths, key)
             prune(index, sources, prunable, found.errors, report)
+        else:
+            _note_stale(report, _under_roots(_prunable(known, found.errors, key), index.store.file_sources(), paths,
+                                             key), sources, found.errors)
         with clock("save"):
             index.save()
     finally:
@@ -213,6 +216,22 @@ def _under_roots(known: dict[str, str], sources: dict[str, str], paths: Sequence
 
     return {file: sha for file, sha in known.items()
             if any(under(file, t) for t in typed) or any(under(sources.get(file, ""), r) for r in roots)}
+
+
+def _note_stale(report: IngestReport, under_inputs: dict[str, str], sources: list[SourceFile],
+                errors: list[Any]) -> None:
+    """A note when files indexed from the folders of this run are no longer there: without ``--prune``
+    they stay searchable, and a user who deleted a file would not otherwise know why it is still found."""
+    if any(e.reason.startswith("no such file") for e in errors):
+        return  # an input path is missing: its files are not "gone", the path may be mistyped
+    present = {s.doc_id for s in sources}
+    gone = sorted(file for file in under_inputs if file not in present)
+    if not gone:
+        return
+    shown = ", ".join(gone[:3]) + (f" and {len(gone) - 3:,} more" if len(gone) > 3 else "")
+    report.notes.append(FileFailure(
+        path=f"({len(gone):,} file{'s' * (len(gone) != 1)})",
+        reason=f"indexed but no longer among the inputs ({shown}): still searchable; --prune removes them"))
 
 
 def _prunable(known: dict[str, str], errors: list[Any], key: Callable[[str], str] = lambda p: p) -> dict[str, str]:

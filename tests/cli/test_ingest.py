@@ -228,3 +228,32 @@ def test_a_sphinx_build_is_read_without_its_generated_assets(tmp_path):
         assert ("(1 file)", f"excluded by default as a generated asset ({pattern!r}; --no-default-excludes "
                 "reads it)") in notes, pattern
     assert run("--no-default-excludes")["files_new"] == 10
+
+
+def test_a_deleted_file_is_named_with_a_hint_about_prune(tmp_path):
+    """Issue 31: a file deleted from the folder stayed searchable after the next ingest, without a word.
+    Now the run names it and says that --prune removes it; with --prune it is gone and nothing is said."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "keep.md").write_text("# Keep\n\nThe kept page about sourdough.\n", encoding="utf-8")
+    (docs / "old.md").write_text("# Old\n\nThe deleted page about glaciers.\n", encoding="utf-8")
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "contextkit", "ingest", str(docs), "--index",
+                               str(tmp_path / "ix"), *extra], capture_output=True, text=True,
+                              env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+
+    assert run("-q").returncode == 0
+    (docs / "old.md").unlink()
+    again = run("--json", "-q")
+    assert again.returncode == 0, again.stderr[-1000:]
+    notes = [(n["path"], n["reason"]) for n in json.loads(again.stdout)["notes"]]
+    assert [r for _, r in notes if "--prune removes them" in r and "old.md" in r], notes
+    shown = run()  # as a user reads it
+    assert "old.md" in shown.stdout + shown.stderr and "--prune" in shown.stdout + shown.stderr
+    pruned = run("--prune", "--json", "-q")
+    report = json.loads(pruned.stdout)
+    assert report["files_removed"] == 1 and not [n for n in report["notes"] if "--prune" in n["reason"]]
