@@ -98,6 +98,9 @@ def ingest(
         help="flat (exact), hnsw or ivf (approximate, for large corpora), ivfpq (millions of chunks: IVF-PQ + "
              "exact re-scoring, memory-mapped; flat below 10k), auto (flat below 50k chunks, then hnsw)")] = "flat",
     strict: Annotated[bool, typer.Option(help="exit 1 if any input failed")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="write nothing: count the files by format (new, changed, unchanged), load and chunk a "
+        "sample, time the model on it, and estimate the chunks and the embedding time")] = False,
     as_json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
     follow_symlinks: Annotated[bool, typer.Option(
@@ -134,6 +137,9 @@ def ingest(
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
                               pdf_timeout=pdf_timeout)
+    if dry_run:
+        _dry_run(paths, index, config, as_json, quiet)
+        return
     # Ray prints its workers' retries to stdout; they go to stderr, keeping stdout for the report (--json).
     to_stderr = contextlib.redirect_stdout(sys.stderr) if engine == "ray" else contextlib.nullcontext()
     if engine == "ray":
@@ -158,6 +164,52 @@ def ingest(
         _print_ingest_report(report)
     if report.nothing_ingested or (strict and report.failures):
         raise typer.Exit(1)
+
+
+def _dry_run(paths: list[Path], index: Path, config, as_json: bool, quiet: bool) -> None:
+    """``--dry-run``: the preview, printed; nothing is written (see :func:`contextkit.ingestion.preview_ingest`)."""
+    from contextkit.core.errors import ModelNotFoundError
+    from contextkit.ingestion import preview_ingest
+
+    with reported():
+        try:
+            if not (quiet or as_json):
+                err.print("previewing: walking the inputs, sampling files, timing the model...", highlight=False)
+            preview = preview_ingest([str(p) for p in paths], index, config)
+        except ModelNotFoundError as exc:
+            raise fail(str(exc) + _llm_hint(config.model), 2) from None
+    if as_json:
+        out.print_json(preview.model_dump_json())
+        return
+    table = Table(title=f"dry run: ingest into {safe(preview.index)} (nothing written)", show_header=True)
+    for name in ("format", "files", "MiB", "to do", "MiB to do", "sampled", "chunks/MiB"):
+        table.add_column(name, justify="left" if name == "format" else "right")
+    for suffix, f in sorted(preview.formats.items(), key=lambda kv: -kv[1].bytes):
+        rate = "" if f.chunks_per_mib is None else f"{f.chunks_per_mib:,.0f}"
+        table.add_row(safe(suffix), f"{f.files:,}", f"{f.bytes / (1 << 20):,.1f}", f"{f.to_do:,}",
+                      f"{f.bytes_to_do / (1 << 20):,.1f}", f"{f.sampled:,}", rate)
+    out.print(table)
+    state = "an existing index" if preview.index_exists else "a new index"
+    out.print(f"{preview.files:,} files ({state}): {preview.new:,} new, {preview.changed:,} changed, "
+              f"{preview.unchanged:,} unchanged; about {preview.estimated_chunks:,} chunks to embed "
+              f"(from {preview.sampled_files:,} sampled files)", highlight=False)
+    if preview.estimated_seconds is not None:
+        out.print(f"embedding: {preview.embed_chunks_per_second:,.1f} chunks/s measured here, so about "
+                  f"{_duration(preview.estimated_seconds)} (model load {preview.model_load_seconds:.1f} s)",
+                  highlight=False)
+    for title, entries in (("passed by", preview.notes), ("would fail", preview.failures)):
+        if entries:
+            out.print(f"[bold]{title} ({len(entries)}):[/]")
+            for entry in entries:
+                out.print(f"  {safe(entry.path)}: {safe(entry.reason)}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 class IngestProgress:

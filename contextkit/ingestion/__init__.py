@@ -8,6 +8,7 @@ the next run does what is left, with no duplicate and no missing chunk.
 """
 
 from contextkit.ingestion._ingest import ingest
+from contextkit.ingestion._preview import FormatPreview, IngestPreview, preview_ingest
 from contextkit.ingestion._types import (
     FileFailure,
     IngestConfig,
@@ -15,4 +16,5 @@ from contextkit.ingestion._types import (
     IngestReport,
 )
 
-__all__ = ["FileFailure", "IngestConfig", "IngestEvent", "IngestReport", "ingest"]
+__all__ = ["FileFailure", "FormatPreview", "IngestConfig", "IngestEvent", "IngestPreview", "IngestReport", "ingest",
+           "preview_ingest"]

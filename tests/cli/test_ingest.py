@@ -257,3 +257,37 @@ def test_a_deleted_file_is_named_with_a_hint_about_prune(tmp_path):
     pruned = run("--prune", "--json", "-q")
     report = json.loads(pruned.stdout)
     assert report["files_removed"] == 1 and not [n for n in report["notes"] if "--prune" in n["reason"]]
+
+
+def test_a_dry_run_writes_nothing_and_estimates_what_the_run_does(tmp_path, peps):
+    """Issue 31: a real folder surprised users (hours of embedding for copies and scripts). --dry-run
+    counts the files by format, estimates the chunks from a sample and times the model, writing nothing;
+    the estimate is checked against the real run, then a second preview sees everything unchanged."""
+    import shutil
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for pep in peps[:12]:
+        shutil.copy(pep, docs / pep.name)
+    (docs / "_static").mkdir()
+    (docs / "_static" / "theme.css").write_text("body { margin: 0 }\n", encoding="utf-8")
+    ix = tmp_path / "ix"
+
+    def run(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "contextkit", "ingest", str(docs), "--index", str(ix), *extra],
+                              capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+
+    shown = run("--dry-run")
+    assert shown.returncode == 0, shown.stderr[-1000:]
+    assert "nothing written" in shown.stdout and "12 new" in shown.stdout and "chunks/s measured here" in shown.stdout
+    assert not ix.exists()  # no index folder made
+    preview = json.loads(run("--dry-run", "--json").stdout)
+    assert preview["files"] == 12 and preview["new"] == 12 and preview["formats"][".rst"]["to_do"] == 12
+    assert preview["embed_chunks_per_second"] > 0 and preview["estimated_seconds"] > 0
+    assert any("_static" in n["path"] for n in preview["notes"])  # what the walk passes by, as the run would
+    report = json.loads(run("--json", "-q").stdout)
+    assert abs(preview["estimated_chunks"] - report["chunks_added"]) <= 0.05 * report["chunks_added"]
+    again = json.loads(run("--dry-run", "--json").stdout)
+    assert (again["unchanged"], again["new"], again["estimated_chunks"]) == (12, 0, 0) and again["index_exists"]
