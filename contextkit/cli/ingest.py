@@ -89,6 +89,10 @@ def ingest(
         "--default-excludes/--no-default-excludes",
         help="pass by documentation builds' generated assets: Sphinx's _sources and _static, searchindex.js, "
              "genindex/py-modindex/search pages, *.min.js, *.min.css, source maps (the report counts them)")] = True,
+    skip_duplicates: Annotated[bool, typer.Option(
+        "--skip-duplicates/--keep-duplicates",
+        help="a file with the same content as one already indexed (or earlier in the run) is not indexed again; "
+             "the report names it")] = True,
     workers: Annotated[int, typer.Option(min=1, help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
     redact: Annotated[bool | None, typer.Option(
@@ -133,7 +137,7 @@ def ingest(
     _check_header(header)
     with reported(2):  # options that make no valid config: a usage error
         config = IngestConfig(**file_settings("ingest"), chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=embed_model,
-                              header=header, glob=glob or None, exclude=exclude or [], default_excludes=default_excludes, workers=workers, prune=prune, index_type=index_type,
+                              header=header, glob=glob or None, exclude=exclude or [], default_excludes=default_excludes, skip_duplicates=skip_duplicates, workers=workers, prune=prune, index_type=index_type,
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
                               pdf_timeout=pdf_timeout)
@@ -191,7 +195,7 @@ def _dry_run(paths: list[Path], index: Path, config, as_json: bool, quiet: bool)
     out.print(table)
     state = "an existing index" if preview.index_exists else "a new index"
     out.print(f"{preview.files:,} files ({state}): {preview.new:,} new, {preview.changed:,} changed, "
-              f"{preview.unchanged:,} unchanged; about {preview.estimated_chunks:,} chunks to embed "
+              f"{preview.unchanged:,} unchanged, {preview.duplicates:,} duplicates; about {preview.estimated_chunks:,} chunks to embed "
               f"(from {preview.sampled_files:,} sampled files)", highlight=False)
     if preview.estimated_seconds is not None:
         out.print(f"embedding: {preview.embed_chunks_per_second:,.1f} chunks/s measured here, so about "
@@ -248,7 +252,8 @@ def _print_ingest_report(report) -> None:
     table = Table(title=f"ingested into {safe(report.index)}", show_header=False)
     rows = [
         ("files seen", report.files_seen), ("new", report.files_new), ("changed", report.files_changed),
-        ("unchanged (skipped)", report.files_unchanged), ("removed (--prune)", report.files_removed),
+        ("unchanged (skipped)", report.files_unchanged), ("duplicates (skipped)", report.files_duplicate),
+        ("removed (--prune)", report.files_removed),
         ("documents", report.documents), ("chunks added", report.chunks_added),
         ("chunks removed", report.chunks_removed), ("tokens", report.tokens),
         ("embedding cache hits", report.embedding.cache_hits),

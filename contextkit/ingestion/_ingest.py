@@ -90,6 +90,7 @@ def ingest(
         sources = _same_ids(sources, known, index, report)
         report.files_seen = len(sources)
         todo: list[Pending] = []
+        by_content = {sha: file for file, sha in known.items()} if config.skip_duplicates else {}
         with clock("hash"):
             for src in sources:
                 try:
@@ -102,6 +103,8 @@ def ingest(
                     continue
                 if known.get(src.doc_id) == sha:
                     report.files_unchanged += 1
+                elif _duplicate(src, sha, size, by_content, config, report):
+                    continue
                 else:
                     todo.append(Pending(src, sha, size, is_new=src.doc_id not in known))
         notify(IngestEvent("plan", files=len(todo)))
@@ -216,6 +219,22 @@ def _under_roots(known: dict[str, str], sources: dict[str, str], paths: Sequence
 
     return {file: sha for file, sha in known.items()
             if any(under(file, t) for t in typed) or any(under(sources.get(file, ""), r) for r in roots)}
+
+
+def _duplicate(src: SourceFile, sha: str, size: int, by_content: dict[str, str], config: IngestConfig,
+               report: IngestReport) -> bool:
+    """Whether ``src`` has the content of a file already indexed or taken earlier in this run: then it is
+    not indexed again (a second copy's chunks would take the place of other evidence in every prompt)
+    and a note names the first. ``--keep-duplicates`` indexes every copy. Empty files are never duplicates."""
+    if not config.skip_duplicates or size == 0:
+        return False
+    first = by_content.setdefault(sha, src.doc_id)
+    if first == src.doc_id:
+        return False
+    report.files_duplicate += 1
+    report.notes.append(FileFailure(path=src.doc_id, reason=f"same content as {first}: not indexed again "
+                                    "(--keep-duplicates indexes it)"))
+    return True
 
 
 def _note_stale(report: IngestReport, under_inputs: dict[str, str], sources: list[SourceFile],

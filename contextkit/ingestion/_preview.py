@@ -53,6 +53,7 @@ class IngestPreview(BaseModel):
     new: int
     changed: int
     unchanged: int
+    duplicates: int = Field(default=0, description="files with the content of another: not indexed again")
     formats: dict[str, FormatPreview]
     sampled_files: int
     estimated_chunks: int = Field(description="chunks the files to do would give (from the sample, by format)")
@@ -81,15 +82,22 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
         known = index.store.file_hashes() if index is not None else {}
         formats: dict[str, FormatPreview] = {}
         todo: list[tuple[SourceFile, int]] = []
-        new = changed = unchanged = 0
+        new = changed = unchanged = duplicates = 0
+        by_content = {sha: file for file, sha in known.items()}
         for src in found.files:
             size = _size(src)
             fmt = formats.setdefault(_suffix(src), FormatPreview())
             fmt.files += 1
             fmt.bytes += size
-            sha = known.get(src.doc_id)
-            if sha is not None and _digest(src, failures) == sha:
+            sha, digest = known.get(src.doc_id), _digest(src, failures)
+            if sha is not None and digest == sha:
                 unchanged += 1
+                continue
+            if config.skip_duplicates and digest is not None and size and \
+                    by_content.setdefault(digest, src.doc_id) != src.doc_id:
+                duplicates += 1
+                notes.append(FileFailure(path=src.doc_id, reason=f"same content as {by_content[digest]}: would "
+                                         "not be indexed again"))
                 continue
             new, changed = (new + 1, changed) if sha is None else (new, changed + 1)
             fmt.to_do += 1
@@ -100,7 +108,7 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
         estimate = _estimate(formats)
         preview = IngestPreview(index=os.fspath(index_dir), index_exists=exists, files=len(found.files),
                                 bytes=sum(f.bytes for f in formats.values()), new=new, changed=changed,
-                                unchanged=unchanged, formats=formats,
+                                unchanged=unchanged, duplicates=duplicates, formats=formats,
                                 sampled_files=sum(f.sampled for f in formats.values()), estimated_chunks=estimate,
                                 failures=failures, notes=notes)
         if measure_speed and texts and estimate:

@@ -42,6 +42,8 @@ class IngestConfig(Settings):
     glob: str | list[str] | None = Field(None, description="only files matching this pattern (or any of these)")
     exclude: list[str] = Field(default_factory=list, description="files and folders matching these patterns "
                                "are passed by (a folder is not walked), e.g. '_sources', '*.min.js'")
+    skip_duplicates: bool = Field(True, description="a file with the same content (SHA-256) as one already "
+                                  "indexed or taken earlier in the run is not indexed again; the report names it")
     default_excludes: bool = Field(True, description="pass by generated assets of documentation builds (Sphinx's "
                                    "_sources and _static, search and index pages, minified bundles); the report "
                                    "counts them")
@@ -139,6 +141,8 @@ class IngestReport(BaseModel):
     files_changed: int = 0
     files_unchanged: int = 0
     files_removed: int = 0
+    files_duplicate: int = Field(default=0, description="files with the content of one already indexed or taken "
+                                 "in this run: not indexed again (a note names each and its first copy)")
     documents: int = 0
     empty_documents: int = 0
     chunks_added: int = 0
@@ -158,7 +162,7 @@ class IngestReport(BaseModel):
     @property
     def nothing_ingested(self) -> bool:
         """True when no file asked for is in the index now (none found, or every one failed)."""
-        done = self.files_new + self.files_changed + self.files_unchanged
+        done = self.files_new + self.files_changed + self.files_unchanged + self.files_duplicate
         return done == 0 and self.files_removed == 0
 
 

@@ -291,3 +291,35 @@ def test_a_dry_run_writes_nothing_and_estimates_what_the_run_does(tmp_path, peps
     assert abs(preview["estimated_chunks"] - report["chunks_added"]) <= 0.05 * report["chunks_added"]
     again = json.loads(run("--dry-run", "--json").stdout)
     assert (again["unchanged"], again["new"], again["estimated_chunks"]) == (12, 0, 0) and again["index_exists"]
+
+
+def test_a_copy_of_a_file_is_indexed_once_and_named(tmp_path):
+    """Issue 31: duplicate documents were indexed once per copy, and each copy then took a place in every
+    prompt. A file with the content of one already taken is passed by with a note naming the first."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    (docs / "copies").mkdir(parents=True)
+    text = "# Sourdough\n\nFeed the starter with rye flour and water every twelve hours.\n"
+    (docs / "a.md").write_text(text, encoding="utf-8")
+    (docs / "copies" / "a-copy.md").write_text(text, encoding="utf-8")
+    (docs / "b.md").write_text("# Glaciers\n\nMoraines are ridges of debris that a glacier leaves.\n")
+
+    def run(ix: str, *extra: str) -> dict:
+        out = subprocess.run([sys.executable, "-m", "contextkit", "ingest", str(docs), "--index", str(tmp_path / ix),
+                              "--json", "-q", *extra], capture_output=True, text=True,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=300)
+        assert out.returncode == 0, out.stderr[-1000:]
+        return json.loads(out.stdout)
+
+    preview = run("ix", "--dry-run")
+    assert (preview["new"], preview["duplicates"]) == (2, 1)
+    report = run("ix")
+    assert (report["files_new"], report["files_duplicate"]) == (2, 1)
+    (note,) = [n for n in report["notes"] if "same content" in n["reason"]]
+    assert note["path"].endswith("copies/a-copy.md") and note["reason"].startswith(f"same content as {docs}/a.md")
+    again = run("ix")  # a re-run: still passed by, still said
+    assert again["files_duplicate"] == 1 and again["files_new"] == 0
+    kept = run("ix2", "--keep-duplicates")
+    assert (kept["files_new"], kept["files_duplicate"]) == (3, 0)
