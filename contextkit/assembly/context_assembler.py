@@ -237,14 +237,17 @@ class ContextAssembler(Component):
         from contextkit.assembly.relevance import ANCHOR_RANK
 
         index = retriever.index
+        gated = config.fill == "relevant" and config.min_score is None
+        max_k = getattr(retriever, "max_k", MAX_K)
         if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
             from contextkit.assembly.budget import resolve_budget
 
             limit = resolve_budget(budget, config.tokenizer, config.max_budget)[0]
             size = int(index.manifest.chunker.get("chunk_size") or DEFAULT_CHUNK_SIZE)
-            k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size)))
-        gated = config.fill == "relevant" and config.min_score is None
-        wide = max(k, min(ANCHOR_RANK, getattr(retriever, "max_k", MAX_K))) if gated else k
+            k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size), max_k))
+            if gated:  # nothing below the anchor rank passes the floor: in the hybrid, the top of either run
+                k = min(k, 2 * ANCHOR_RANK)
+        wide = max(k, min(ANCHOR_RANK, max_k)) if gated else k
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
         hits = retriever.retrieve(query, wide, filters)
         anchor = _relevance_anchor(retriever, [float(hit.score) for hit in hits]) if gated else None
