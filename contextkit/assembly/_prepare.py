@@ -167,17 +167,29 @@ def _attributes(item: EvidenceItem) -> dict[str, str]:
     attrs = {"id": item.id}
     if item.source:
         attrs["source"] = item.source
-    title = item.metadata.get("title")
-    if isinstance(title, str) and title.strip():
-        shown = " ".join(title.split())
-        shown = _SITE_SUFFIX.sub("", shown) or shown
-        attrs["title"] = shown if len(shown) <= MAX_TITLE_CHARS else shown[: MAX_TITLE_CHARS - 1] + "…"
+    title = _shown_title(item)
+    if title:
+        attrs["title"] = title
     page, last = item.metadata.get("page"), item.metadata.get("page_end")
     if isinstance(page, int) and not isinstance(page, bool):
         attrs["page"] = f"{page}-{last}" if isinstance(last, int) and last > page else str(page)
     if item.score is not None:
         attrs["score"] = f"{item.score:.4f}"
     return attrs
+
+
+def _shown_title(item: EvidenceItem) -> str | None:
+    """The title for the tag: the page's own, without a site's name, cut to :data:`MAX_TITLE_CHARS`; None
+    when there is none or the passage opens with it (a JSONL record's or a page's first chunk: the title
+    is in the text already, and on SciFact a second copy on every tag cost a tenth of the prompt)."""
+    title = item.metadata.get("title")
+    if not isinstance(title, str) or not title.strip():
+        return None
+    shown = " ".join(title.split())
+    shown = _SITE_SUFFIX.sub("", shown) or shown
+    if shown in " ".join(item.text[: 2 * len(shown) + 200].split()):
+        return None
+    return shown if len(shown) <= MAX_TITLE_CHARS else shown[: MAX_TITLE_CHARS - 1] + "…"
 
 
 def _focus(item: EvidenceItem) -> tuple[int, int] | None:

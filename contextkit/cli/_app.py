@@ -45,6 +45,10 @@ REDACTION: dict[str, Callable[..., Any] | None] = {"for_run": None, "mask": None
 _ClickException: type[ClickException] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
+#: The exit status of a run stopped with Ctrl-C (128 + SIGINT), as shells report it.
+_INTERRUPTED = 130
+
+
 class _Group(TyperGroup):
     """The app's command group: usage errors as one line (``error: ... (see contextkit ingest --help)``), exit 2."""
 
@@ -69,9 +73,11 @@ class _Group(TyperGroup):
         except typer.Abort:
             if not standalone_mode:
                 raise
+            rv = _INTERRUPTED
+        if rv == _INTERRUPTED and standalone_mode:  # Typer's click returns 130 for a Ctrl-C it caught
             err.print("[bold red]interrupted[/]: what was committed before is kept; run again to finish",
                       highlight=False)
-            sys.exit(130)
+            sys.exit(_INTERRUPTED)
         if not standalone_mode:
             return rv
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -122,3 +122,16 @@ def test_passages_of_one_page_stay_together_in_reading_order():
                           Section("question", role="question", content="?")], 2_000, merge_passages=False)
     order = [t["id"] for t in _tags(prompt)]
     assert order == ["a.html::1", "a.html::7", "c.html::0", "b.html::2", "b.html::5"]
+
+
+def test_a_passage_that_opens_with_its_title_does_not_repeat_it_on_the_tag():
+    """A JSONL record's text starts with its title (and a page's first chunk with its heading): the tag
+    does not say it twice; a later passage of the same document gets it."""
+    first = EvidenceItem(id="r#1", text="Vitamin D and bone density\n\nA trial of 400 adults.", source="c.jsonl:1",
+                         score=0.9, metadata={"title": "Vitamin D and bone density"})
+    later = EvidenceItem(id="r#2", text="Follow-up after two years showed no change.", source="c.jsonl:2",
+                         score=0.8, metadata={"title": "Vitamin D and bone density"})
+    prompt, _ = assemble([Section("evidence", role="evidence", items=[first, later]),
+                          Section("question", role="question", content="?")], 1_000)
+    tags = {t["id"]: t for t in _tags(prompt)}
+    assert "title" not in tags["r#1"] and tags["r#2"]["title"] == "Vitamin D and bone density"

@@ -323,3 +323,45 @@ def test_a_copy_of_a_file_is_indexed_once_and_named(tmp_path):
     assert again["files_duplicate"] == 1 and again["files_new"] == 0
     kept = run("ix2", "--keep-duplicates")
     assert (kept["files_new"], kept["files_duplicate"]) == (3, 0)
+
+
+def test_ctrl_c_says_what_is_kept_and_leaves_an_index_that_verifies(tmp_path, peps):
+    """Issue 31: Ctrl-C exited 130 without a word, and `contextkit verify` then reported damage (exit 1)
+    until the next ingest, though the docs say an interrupted run is safe: the vectors embedded so far
+    are kept as a cache for the next run. Both as a user meets them: a real SIGINT to a real run."""
+    import shutil
+    import signal
+    import sqlite3
+    import subprocess
+    import sys
+    import time
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for pep in peps[:120]:
+        shutil.copy(pep, docs / pep.name)
+    ix = tmp_path / "ix"
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    run = subprocess.Popen([sys.executable, "-m", "contextkit", "ingest", str(docs), "--index", str(ix)],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and run.poll() is None:  # until some vectors are cached
+            time.sleep(0.5)
+            try:
+                with sqlite3.connect(f"file:{ix / 'store.sqlite'}?mode=ro", uri=True) as db:
+                    if db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0] > 0:
+                        break
+            except sqlite3.Error:
+                continue
+        assert run.poll() is None, "the run ended before it could be interrupted"
+        run.send_signal(signal.SIGINT)
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 130 and "interrupted: what was committed before is kept" in err, err[-800:]
+    verify = subprocess.run([sys.executable, "-m", "contextkit", "verify", "--index", str(ix)],
+                            capture_output=True, text=True, env=env, timeout=120)
+    assert verify.returncode == 0, verify.stdout[-1500:]
