@@ -33,7 +33,7 @@ PARAM_FIELDS: dict[str, dict[str, str]] = {
 }
 #: Options of a command that no settings record holds: inputs, outputs and how the CLI prints.
 CLI_ONLY: dict[str, frozenset[str]] = {
-    "ingest": frozenset({"paths", "index", "strict", "as_json", "quiet", "model"}),  # model: the old --embed-model
+    "ingest": frozenset({"paths", "index", "strict", "as_json", "quiet", "model", "dry_run"}),  # model: the old --embed-model
     "chunk": frozenset({"file", "as_json", "workers"}),
     "assemble": frozenset({
         "question", "index", "instructions", "history", "tool_output", "filter_", "require_evidence", "out_file",

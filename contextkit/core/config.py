@@ -53,6 +53,7 @@ DEFAULT_CHUNK_SIZE = 128
 COMMAND_LINE_KEYS = frozenset({
     "strict", "quiet", "json", "as_json", "out_file", "report_file", "report_html", "messages_file",
     "messages_style", "require_evidence", "instructions", "history", "tool_output", "filter_", "k", "workers",
+    "dry_run",
 })
 
 #: The default overlap between neighbouring chunks: an eighth of the size.

@@ -65,11 +65,15 @@ def test_the_copy_answers_as_the_folder_bit_for_bit(twins: tuple[str, str]) -> N
         np.testing.assert_allclose([s for _, s in a], [s for _, s in b], rtol=1e-5, atol=1e-6)
 
 
-def test_the_copy_follows_commits_reading_only_what_it_lacks(twins: tuple[str, str], pg_dsn: str, embedder) -> None:
-    with Index.open(twins[1], read_only=True) as source:
+def _two_documents(folder: str) -> tuple[list, np.ndarray, list, np.ndarray]:
+    """The chunks and vectors of the first two documents of a folder index: (a chunks, a vectors, b ...)."""
+    with Index.open(folder, read_only=True) as source:
         docs = sorted(source.documents())
-        a_chunks, a_vectors = _rows_of(source, docs[0])
-        b_chunks, b_vectors = _rows_of(source, docs[1])
+        return (*_rows_of(source, docs[0]), *_rows_of(source, docs[1]))
+
+
+def test_the_copy_follows_commits_reading_only_what_it_lacks(twins: tuple[str, str], pg_dsn: str, embedder) -> None:
+    a_chunks, a_vectors, b_chunks, b_vectors = _two_documents(twins[1])
     writer = Index.create(pg_dsn, model=embedder.model_name, dim=embedder.dim)
     reader = Index.open(pg_dsn, read_only=True)
     try:
@@ -97,10 +101,7 @@ def test_the_copy_follows_commits_reading_only_what_it_lacks(twins: tuple[str, s
 
 
 def test_a_query_pinned_to_an_older_state_gets_that_state(twins: tuple[str, str], pg_dsn: str, embedder) -> None:
-    with Index.open(twins[1], read_only=True) as source:
-        docs = sorted(source.documents())
-        a_chunks, a_vectors = _rows_of(source, docs[0])
-        b_chunks, b_vectors = _rows_of(source, docs[1])
+    a_chunks, a_vectors, b_chunks, b_vectors = _two_documents(twins[1])
     writer = Index.create(pg_dsn, model=embedder.model_name, dim=embedder.dim)
     a_doc = _put(writer, a_chunks, a_vectors)
     reader = Index.open(pg_dsn, read_only=True)
