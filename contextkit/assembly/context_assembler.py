@@ -292,14 +292,11 @@ class ContextAssembler(Component):
 def _relevance_anchor(retriever: Retriever, scores: list[float]) -> float | None:
     """The retriever's :meth:`~contextkit.retrievers.Retriever.relevance_anchor` for these scores (a
     retriever of a caller's own without one: the score at the anchor rank)."""
-    from contextkit.assembly.relevance import ANCHOR_RANK
+    from contextkit.retrievers.base import score_at_anchor_rank
 
     method = getattr(retriever, "relevance_anchor", None)
-    if method is not None:
-        anchor = method(scores)
-        return None if anchor is None else float(anchor)
-    ranked = sorted(scores, reverse=True)
-    return ranked[ANCHOR_RANK - 1] if len(ranked) >= ANCHOR_RANK else None
+    anchor = method(scores) if method is not None else score_at_anchor_rank(scores)
+    return None if anchor is None else float(anchor)
 
 
 def _with_similarity(items: list[EvidenceItem], retriever: Retriever, query: str, n: int,

@@ -15,7 +15,7 @@ from contextkit.index import is_dsn, location_name
 from contextkit.ingestion._file_keys import file_keys
 from contextkit.ingestion._local import run_batches
 from contextkit.ingestion._run import IngestRun
-from contextkit.ingestion._steps import make_redactor, open_index, prune
+from contextkit.ingestion._steps import digest, input_missing, make_redactor, open_index, prune
 from contextkit.ingestion._types import (
     Clock,
     FileFailure,
@@ -26,11 +26,9 @@ from contextkit.ingestion._types import (
 )
 from contextkit.loaders import (
     GENERATED_ASSETS,
-    LoadFailure,
     SourceFile,
     discover,
     is_index_folder,
-    source_digest,
 )
 
 #: What an index folder may hold before its manifest is written (an interrupted creation, a lock).
@@ -93,14 +91,10 @@ def ingest(
         by_content = {sha: file for file, sha in known.items()} if config.skip_duplicates else {}
         with clock("hash"):
             for src in sources:
-                try:
-                    sha, size = source_digest(src)  # the checked open: the file discovery found, no link
-                except OSError as exc:
-                    report.failures.append(FileFailure(path=src.doc_id, reason=f"unreadable: {exc.strerror or exc}"))
+                hashed = digest(src, report.failures)
+                if hashed is None:
                     continue
-                except LoadFailure as exc:
-                    report.failures.append(FileFailure(path=src.doc_id, reason=exc.error.reason))
-                    continue
+                sha, size = hashed
                 if known.get(src.doc_id) == sha:
                     report.files_unchanged += 1
                 elif _duplicate(src, sha, size, by_content, config, report):
@@ -241,8 +235,8 @@ def _note_stale(report: IngestReport, under_inputs: dict[str, str], sources: lis
                 errors: list[Any]) -> None:
     """A note when files indexed from the folders of this run are no longer there: without ``--prune``
     they stay searchable, and a user who deleted a file would not otherwise know why it is still found."""
-    if any(e.reason.startswith("no such file") for e in errors):
-        return  # an input path is missing: its files are not "gone", the path may be mistyped
+    if input_missing(errors):
+        return
     present = {s.doc_id for s in sources}
     gone = sorted(file for file in under_inputs if file not in present)
     if not gone:

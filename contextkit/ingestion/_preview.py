@@ -21,8 +21,9 @@ from pydantic import BaseModel, Field
 from contextkit.chunking import TokenChunker
 from contextkit.embedders import Embedder, embedder_for
 from contextkit.index import Index
+from contextkit.ingestion._steps import digest
 from contextkit.ingestion._types import FileFailure, IngestConfig
-from contextkit.loaders import GENERATED_ASSETS, LoadFailure, LoadLimits, SourceFile, discover, load_file, source_digest
+from contextkit.loaders import GENERATED_ASSETS, LoadLimits, SourceFile, discover, load_file
 
 __all__ = ["FormatPreview", "IngestPreview", "preview_ingest"]
 
@@ -89,14 +90,15 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
             fmt = formats.setdefault(_suffix(src), FormatPreview())
             fmt.files += 1
             fmt.bytes += size
-            sha, digest = known.get(src.doc_id), _digest(src, failures)
-            if sha is not None and digest == sha:
+            hashed = digest(src, failures)
+            sha, content = known.get(src.doc_id), hashed[0] if hashed else None
+            if sha is not None and content == sha:
                 unchanged += 1
                 continue
-            if config.skip_duplicates and digest is not None and size and \
-                    by_content.setdefault(digest, src.doc_id) != src.doc_id:
+            if config.skip_duplicates and content is not None and size and \
+                    by_content.setdefault(content, src.doc_id) != src.doc_id:
                 duplicates += 1
-                notes.append(FileFailure(path=src.doc_id, reason=f"same content as {by_content[digest]}: would "
+                notes.append(FileFailure(path=src.doc_id, reason=f"same content as {by_content[content]}: would "
                                          "not be indexed again"))
                 continue
             new, changed = (new + 1, changed) if sha is None else (new, changed + 1)
@@ -128,15 +130,6 @@ def _size(src: SourceFile) -> int:
         return os.stat(src.path).st_size
     except OSError:
         return 0
-
-
-def _digest(src: SourceFile, failures: list[FileFailure]) -> str | None:
-    try:
-        return source_digest(src)[0]
-    except (OSError, LoadFailure) as exc:
-        reason = exc.error.reason if isinstance(exc, LoadFailure) else f"unreadable: {exc.strerror or exc}"
-        failures.append(FileFailure(path=src.doc_id, reason=reason))
-        return None
 
 
 def _sample(todo: list[tuple[SourceFile, int]], formats: dict[str, FormatPreview], chunker: TokenChunker,

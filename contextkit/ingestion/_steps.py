@@ -31,14 +31,16 @@ from contextkit.ingestion._types import (
     Pending,
 )
 from contextkit.loaders import (
+    LoadFailure,
     LoadIssue,
     LoadLimits,
     SourceFile,
     load_file,
+    source_digest,
 )
 
-__all__ = ["PreEmbedded", "Records", "chunk_group", "commit_batch", "embed_batch", "load", "make_redactor",
-           "open_index", "prune", "redact", "write_records"]
+__all__ = ["PreEmbedded", "Records", "chunk_group", "commit_batch", "digest", "embed_batch", "input_missing", "load",
+           "make_redactor", "open_index", "prune", "redact", "write_records"]
 
 log = logging.getLogger(__name__)
 
@@ -293,10 +295,27 @@ def commit_batch(batch: list[Pending], run: IngestRun) -> None:
                            path=item.source.doc_id))
 
 
+def input_missing(errors: Sequence[LoadIssue]) -> bool:
+    """Whether a path named as input does not exist: its files are then not "gone" (it may be mistyped)."""
+    return any(e.reason.startswith("no such file") for e in errors)
+
+
+def digest(src: SourceFile, failures: list[FileFailure]) -> tuple[str, int] | None:
+    """``(sha256, size)`` of ``src`` through the checked open (the file discovery found, no link); None,
+    with the reason in ``failures``, when it cannot be read."""
+    try:
+        return source_digest(src)
+    except OSError as exc:
+        failures.append(FileFailure(path=src.doc_id, reason=f"unreadable: {exc.strerror or exc}"))
+    except LoadFailure as exc:
+        failures.append(FileFailure(path=src.doc_id, reason=exc.error.reason))
+    return None
+
+
 def prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors: list[LoadIssue],
            report: IngestReport) -> None:
     """Remove files that are in the index but no longer among the inputs."""
-    if any(e.reason.startswith("no such file") for e in errors):
+    if input_missing(errors):
         report.failures.append(FileFailure(path="--prune", reason="skipped: an input path is missing"))
         return
     present = {s.doc_id for s in sources}

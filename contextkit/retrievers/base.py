@@ -80,6 +80,12 @@ def check_request(query: object, k: object, max_query_chars: int = MAX_QUERY_CHA
     return int(k)
 
 
+def score_at_anchor_rank(scores: Sequence[float]) -> float | None:
+    """The :data:`~contextkit.core.config.RELEVANCE_ANCHOR_RANK`-th best of ``scores`` (None when fewer)."""
+    ranked = sorted(scores, reverse=True)
+    return float(ranked[RELEVANCE_ANCHOR_RANK - 1]) if len(ranked) >= RELEVANCE_ANCHOR_RANK else None
+
+
 def _is_number(value: str) -> bool:
     try:
         float(value)
@@ -181,8 +187,7 @@ class Retriever(Component, ABC):
         least :data:`~contextkit.core.config.RELEVANCE_ANCHOR_RANK` candidates: the score at that rank (None
         when the search found fewer). Why a rank: a cosine or a BM25 score has no zero that means
         "unrelated", and a floor measured from 0 lets more through the more candidates there are."""
-        ranked = sorted(scores, reverse=True)
-        return float(ranked[RELEVANCE_ANCHOR_RANK - 1]) if len(ranked) >= RELEVANCE_ANCHOR_RANK else None
+        return score_at_anchor_rank(scores)
 
     def check_request(self, query: object, k: object) -> int:
         """``k`` as an int when this retriever takes ``query`` and ``k`` (see :func:`check_request`)."""
