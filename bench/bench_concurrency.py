@@ -190,8 +190,7 @@ def cli(work: Path, until: Path) -> dict:
         if res.exit_code != 0:
             results.append({"cli": "search", "mode": mode, "q": q, "error": f"exit {res.exit_code}: {res.output[-300:]}"})
             continue
-        ids = [json.loads(line)["chunk"]["id"] if "chunk" in json.loads(line) else json.loads(line)["id"]
-               for line in res.stdout.splitlines() if line.startswith("{")]
+        ids = [hit["chunk"]["id"] if "chunk" in hit else hit["id"] for hit in json.loads(res.stdout)["hits"]]
         results.append({"cli": "search", "gen": None, "mode": mode, "q": q, "ids": ids})
     return {"results": results}
 

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 from rich.console import Console
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from contextkit.core.errors import ContextkitError, LimitExceededError
 
@@ -49,8 +50,81 @@ _ClickException: type[ClickException] = next(c for c in typer.BadParameter.__mro
 _INTERRUPTED = 130
 
 
+#: A hyphen inside a word (``my.ck-index``, ``--no-strict``) while help is wrapped: U+2011, at which
+#: the wrapper never breaks, put back to ``-`` once the lines are written (see :class:`_HelpFormatter`).
+_HYPHEN_IN_WORD = re.compile(r"(?<=\w)-(?=\w)")
+_KEPT_HYPHEN = "\u2011"
+
+
+class _HelpFormatter(TyperGroup.context_class.formatter_class):  # type: ignore[name-defined]
+    """click's help formatter, except that a line never breaks at a hyphen: ``my.ck-`` / ``index``
+    or ``[default: no-`` / ``strict]`` cannot be copied back as typed."""
+
+    def write_text(self, text: str) -> None:
+        self._unbroken(lambda: super(_HelpFormatter, self).write_text(_HYPHEN_IN_WORD.sub(_KEPT_HYPHEN, text)))
+
+    def write_dl(self, rows: Sequence[tuple[str, str]], *args: Any, **kwargs: Any) -> None:
+        kept = [(first, _HYPHEN_IN_WORD.sub(_KEPT_HYPHEN, second)) for first, second in rows]
+        self._unbroken(lambda: super(_HelpFormatter, self).write_dl(kept, *args, **kwargs))
+
+    def _unbroken(self, write: Callable[[], None]) -> None:
+        start = len(self.buffer)
+        write()
+        self.buffer[start:] = [piece.replace(_KEPT_HYPHEN, "-") for piece in self.buffer[start:]]
+
+
+class _Context(TyperGroup.context_class):  # type: ignore[misc,valid-type]
+    formatter_class = _HelpFormatter
+
+
+class _Argument(TyperArgument):
+    """An argument shown as click shows one: ``QUERY`` (``[QUERY]`` when optional, ``PATHS...`` when
+    repeatable) in the usage line and the help, not Typer's ``{query}`` and ``<list[Path]>``."""
+
+    def get_usage_pieces(self, ctx: Any) -> list[str]:
+        name = self.metavar or (self.name or "").upper()
+        name = name if self.required else f"[{name}]"
+        return [name + ("..." if self.nargs != 1 else "")]
+
+    def get_help_record(self, ctx: Any) -> tuple[str, str] | None:
+        record = super().get_help_record(ctx)
+        if record is None:
+            return None
+        return (self.metavar or "") + ("..." if self.nargs != 1 else ""), record[1]
+
+
+def _metavar(param: Any) -> str:
+    """click's name for what an option takes: ``PATH``, ``INTEGER``, ``FLOAT``, ``TEXT`` or ``[a|b|c]``."""
+    described = param.type_descriptor
+    if described.choices:
+        return "[" + "|".join(str(getattr(c, "value", c)) for c in described.choices) + "]"
+    kind = get_args(described.annotation)[0] if described.is_list else described.annotation
+    if described.is_path or (isinstance(kind, type) and issubclass(kind, PurePath)):
+        return "PATH"
+    return {int: "INTEGER", float: "FLOAT"}.get(kind, "TEXT")
+
+
+def _plain_help(command: Any) -> None:
+    """Give ``command`` (and a group's subcommands) click's plain metavars and the hyphen-keeping
+    formatter: the help a user copies from is what they type."""
+    command.context_class = _Context
+    for param in command.params:
+        if isinstance(param, TyperArgument):
+            param.metavar = param.metavar or (param.name or "").upper()
+            param.__class__ = _Argument
+        elif isinstance(param, TyperOption) and param.metavar is None and not param.is_flag:
+            param.metavar = _metavar(param)
+    for sub in getattr(command, "commands", {}).values():
+        _plain_help(sub)
+
+
 class _Group(TyperGroup):
-    """The app's command group: usage errors as one line (``error: ... (see contextkit ingest --help)``), exit 2."""
+    """The app's command group: usage errors as one line (``error: ... (see contextkit ingest --help)``), exit 2;
+    help with click's plain metavars, never broken at a hyphen (:func:`_plain_help`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _plain_help(self)
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:

@@ -39,7 +39,7 @@ def assemble(
     mode: Annotated[str, typer.Option(help="retrieval: dense, bm25 or hybrid")] = "hybrid",
     k: Annotated[int | None, typer.Option("-k", help="chunks to retrieve [default: enough to fill the budget]")] = None,
     filter_: Annotated[list[str] | None, typer.Option(
-        "--filter", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
+        "--filter", metavar="KEY=VALUE", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
     order: Annotated[str, typer.Option(help="evidence order: lost_in_the_middle, score or document")] = "lost_in_the_middle",
     fill: Annotated[str, typer.Option(
         help="relevant: the budget is a cap, evidence stops where relevance falls away; budget: fill to the cap")

@@ -69,9 +69,9 @@ def write_demo_corpus(folder: str | Path) -> int:
 @app.command()
 def demo(
     index: Annotated[Path, typer.Option("--index", "-i", help="where to build the demo index")] = Path("demo.ck-index"),
-    query: Annotated[list[str] | None, typer.Option("--query", "-q", help="questions to ask (repeatable)")] = None,
+    query: Annotated[list[str] | None, typer.Option("--query", help="questions to ask (repeatable)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON object: the ingest report and the hits")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", help="no progress bar")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress bar")] = False,
 ) -> None:
     """Ingest the Python standard library's own documentation, offline, and search it.
 

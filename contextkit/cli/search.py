@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 import typer
 from rich.table import Table
 
-from contextkit.cli._app import IndexOpt, JsonOpt, app, json_text, out, reported, safe
+from contextkit.cli._app import REDACTION, IndexOpt, JsonOpt, app, json_text, out, reported, safe
 
 #: Manifest fields that apply to one index type only (``info`` shows them for that type).
 _TYPE_FIELDS = {"hnsw_": ("hnsw", "auto"), "ivfpq_": ("ivfpq",)}
@@ -25,11 +25,12 @@ def search(
     mode: Annotated[Literal["dense", "bm25", "hybrid"], typer.Option(
         help="dense (meaning), bm25 (words) or hybrid (both, fused)")] = "hybrid",
     filter_: Annotated[list[str] | None, typer.Option(
-        "--filter", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
+        "--filter", metavar="KEY=VALUE", help="key=value: source=GLOB, doc_id=ID or a metadata field (repeatable)")] = None,
     mmr: Annotated[float | None, typer.Option(
         min=0.0, max=1.0, help="diversify with MMR, 0..1 (1 = relevance only) [default: off]")] = None,
     min_score: Annotated[float | None, typer.Option(help="drop results scoring below this [default: none]")] = None,
-    as_json: JsonOpt = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="print one JSON object (query, mode, k, hits) instead of a table")] = False,
 ) -> None:
     """Search an index: dense (meaning), bm25 (words) or hybrid (both, fused).
 
@@ -47,9 +48,11 @@ def search(
             raise fail(f"--filter {item!r}: expected key=value, e.g. source='*.md' or doc_id=ID", 2)
     with reported():
         hits = search_index(index, query, k, mode=mode, filters=filter_ or None, mmr=mmr, min_score=min_score)
-    if as_json:
-        for hit in hits:
-            sys.stdout.write(json_text(hit.to_dict()) + "\n")
+    if as_json:  # one object, as every other command's --json prints
+        mask = REDACTION["mask"]  # with redaction on, the query is echoed as the prompt would hold it
+        shown = mask(query) if mask is not None else query
+        sys.stdout.write(json_text({"query": shown, "mode": mode, "k": k, "hits": [hit.to_dict() for hit in hits]},
+                                   indent=2) + "\n")
         return
     table = Table(title=f"{len(hits)} results for {safe(repr(query))}", title_justify="left")
     for col in ("#", "score", "chunk", "text"):

@@ -3,6 +3,8 @@ usage errors as one line with exit 2, ``--version``, control characters escaped 
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from typer.main import get_command
 from typer.testing import CliRunner
@@ -39,6 +41,34 @@ class TestHelp:
                 for opt in param.opts:
                     if opt.startswith("--") and not getattr(param, "hidden", False):
                         assert opt in text, f"{name}: {opt} cut"
+
+    def test_help_names_values_as_click_does(self):
+        """On 6e3bcce the help showed Typer's type names: ``search [OPTIONS] {query}``, ``paths...
+        <list[Path]>``, ``--index <path>``, ``-k <int range>`` (issue 31)."""
+        for name in ("ingest", "search", "assemble", "demo", "eval", "serve", "chunk"):
+            text = help_of(name)
+            assert not re.search(r"<(str|int|float|path|list\[|int range|float range)", text), (name, text)
+            assert "{" not in text.splitlines()[0], (name, text.splitlines()[0])
+        assert help_of("search").startswith("Usage: contextkit search [OPTIONS] QUERY\n")
+        assert "Usage: contextkit ingest [OPTIONS] PATHS...\n" in help_of("ingest")
+        search = help_of("search")
+        for shown in ("-i, --index PATH", "-k INTEGER", "--mode [dense|bm25|hybrid]", "--filter KEY=VALUE",
+                      "--mmr FLOAT", "\n  QUERY  what to look for"):
+            assert shown in search, shown
+        assert "Usage: contextkit index copy [OPTIONS] SOURCE DESTINATION" in help_of("index", "copy")
+
+    def test_help_never_breaks_a_line_at_a_hyphen(self):
+        """On 6e3bcce ``my.ck-index`` was cut to ``my.ck-`` / ``index`` (and ``no-`` / ``strict``): not
+        what a user can copy back."""
+        for name in get_command(app).commands:
+            for line in help_of(name).splitlines():
+                assert not re.search(r"\w-$", line), (name, line)
+
+    def test_short_q_is_quiet_everywhere(self):
+        """``-q`` meant ``--query`` for demo and ``--quiet`` for ingest, assemble and eval."""
+        for name in ("demo", "ingest", "assemble", "eval"):
+            assert "-q, --quiet" in help_of(name), name
+        assert "-q, --query" not in help_of("demo")
 
     def test_version(self):
         from contextkit import __version__

@@ -98,7 +98,7 @@ class TestCli:
         assert strict.exit_code == 1 and "bad.txt" in strict.stdout
         result = runner.invoke(app, ["search", "inverse document frequency", "--index", ix, "-k", "1", "--json"])
         assert result.exit_code == 0
-        assert json.loads(result.stdout.splitlines()[0])["doc_id"].endswith("bm25.txt")
+        assert json.loads(result.stdout)["hits"][0]["doc_id"].endswith("bm25.txt")
         result = runner.invoke(app, ["info", "--index", ix, "--json"])
         assert json.loads(result.stdout)["counts"]["chunks"] == 3
 

@@ -39,15 +39,27 @@ class TestSearchCli:
         assert result.exit_code == 0 and "\x1b" not in result.stdout and "\\x1b[2Jname" in result.stdout
 
 
-    def test_json_lines_hold_no_raw_control_and_split_anywhere(self, index_dir):
+    def test_json_holds_no_raw_control_and_no_line_split_in_a_string(self, index_dir):
         """On 0cf31da ``--json`` wrote U+009B (a CSI to a terminal) and U+0085 raw: ``str.splitlines``
         cut a hit in two and ``json.loads`` failed on each half."""
         result = runner.invoke(app, ["search", "controls in text", "--index", str(index_dir), "--mode", "bm25",
                                      "-k", "3", "--json"])
         assert result.exit_code == 0
         assert not any(ch in result.stdout for ch in "\x1b\x9b\x85\u2028")
-        hits = [json.loads(line) for line in result.stdout.splitlines()]
+        assert result.stdout.splitlines() == result.stdout.split("\n")[:-1]  # no line split inside a string
+        hits = json.loads(result.stdout)["hits"]
         assert hits and any("\x9b31m, NEL \x85 and a line separator \u2028" in h["text"] for h in hits)
+
+
+    def test_json_is_one_object_as_ingest_prints(self, index_dir):
+        """On 6e3bcce ``search --json`` printed JSON lines where ``ingest --json`` and ``info --json`` print
+        one object: ``jq .hits`` or ``json.load`` failed on it (issue 31)."""
+        result = runner.invoke(app, ["search", "clearing screens", "--index", str(index_dir), "--mode", "bm25",
+                                     "-k", "2", "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert (data["query"], data["mode"], data["k"]) == ("clearing screens", "bm25", 2)
+        assert 1 <= len(data["hits"]) <= 2 and all("score" in hit for hit in data["hits"])
 
 
 class TestInfoCli:

@@ -41,7 +41,7 @@ def test_every_file_is_ingested_and_found_again(tmp_path, latin1_folder):
     report = json.loads(run.stdout)
     assert report["files_new"] == 3 and report["failures"] == []
     found = _cli("search", "espresso descaling", "--index", index, "-k", "1", "--json")
-    hit = json.loads(found.stdout.splitlines()[0])  # JSON lines, best first
+    hit = json.loads(found.stdout)["hits"][0]  # best first
     assert hit["doc_id"].endswith("caf\\xe9.txt")  # the byte, written out: printable, storable
     again = json.loads(_cli("ingest", str(latin1_folder), "--index", index, "--json", "-q").stdout)
     assert again["files_unchanged"] == 3 and again["files_new"] == 0  # the same bytes, the same id
