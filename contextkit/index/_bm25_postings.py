@@ -238,9 +238,12 @@ def _place(segments: Sequence[Segment], rowids: np.ndarray) -> tuple[list[np.nda
     positions: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * len(segments)
     for i in range(len(segments) - 1, -1, -1):  # the newest segment holding a rowid holds it live
         seg = segments[i]
-        at = np.minimum(np.searchsorted(ranked, seg.rowids), max(len(ranked) - 1, 0))
-        hit = ranked[at] == seg.rowids if len(ranked) else np.zeros(len(seg.rowids), dtype=bool)
-        pos = order[at] if len(ranked) else np.zeros(len(seg.rowids), dtype=np.int64)
+        if not len(ranked):  # no live chunk (every one deleted): nothing of this segment is live
+            positions[i] = np.full(len(seg.rowids), -1, dtype=np.int64)
+            continue
+        at = np.minimum(np.searchsorted(ranked, seg.rowids), len(ranked) - 1)
+        hit = ranked[at] == seg.rowids
+        pos = order[at]
         hit &= ~claimed[pos]
         claimed[pos[hit]] = True
         doclen[pos[hit]] = seg.doclen[hit]

@@ -181,6 +181,24 @@ def add_files(index: Index, rng, docs: dict[str, int]) -> None:
             index.store.put_file(doc_id, "sha", 10, 1)
 
 
+class TestEmptiedIndex:
+    def test_every_file_deleted_then_saved_and_searched(self, tmp_path):
+        """On 6e3bcce saving an index whose every chunk was deleted (a LlamaIndex store's ``clear()``, or
+        each file removed through the API) raised ``IndexError`` from the BM25 postings (issue 32)."""
+        rng = np.random.default_rng(7)
+        with Index.create(tmp_path / "ix", model="m", dim=16) as index:
+            add_files(index, rng, {"a": 3, "b": 2})
+            index.save()
+            with index.transaction():
+                for file in ("a", "b"):
+                    index.delete_file(file)
+            index.save()
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            assert len(index) == 0 and index.store.counts()["chunks"] == 0
+            assert index.bm25.search("t00001", 5)[0].tolist() == []
+            assert index.search(unit(rng, 1), k=3) == [[]]
+
+
 class TestTransaction:
     """``Index.transaction()``: committed when the block ends, rolled back on an error, not nested (as ``begin``)."""
 

@@ -1,38 +1,77 @@
 """``ContextKitChatEngine``: retrieval-augmented chat whose every prompt contextkit assembles.
 
-Each turn: retrieve for the user's message, then build the blocks (instructions at
-head and tail, the evidence, the whole conversation so far, with turns that do not
-fit summarised inside the budget) and send them through LlamaIndex's prompt path,
-as the synthesizer does: ``llm.system_prompt`` kept, system and user messages for
-chat models, one prompt for completion models. ``stream_chat``/``astream_chat``
-pass the LLM's own deltas on as they arrive (a ``StreamingAgentChatResponse``, so
-``print_response_stream`` and ``streaming_chat_repl()`` work); the answer joins
-the history when the stream ends.
+It takes what LlamaIndex's ``CondensePlusContextChatEngine`` takes (``memory=``,
+``chat_history=``, ``system_prompt=``, ``condense_prompt=``, ``callback_manager=``)
+and answers as it does (``sources[0]`` is the retriever's ``ToolOutput``), so an app
+can swap one for the other. Each turn:
+
+1. **Condense.** With history, the follow-up ("Can you tell me more?") is rewritten
+   into a standalone question by the app's LLM, with LlamaIndex's own condense prompt
+   (or ``condense_prompt=``). With no LLM usable for that (``condense=False``, a
+   ``MockLLM``, a failing or empty call), an offline extractive question stands in:
+   the follow-up, the last user question, and up to eight content words of the last
+   two exchanges not already in them (see :func:`extractive_question`).
+2. **Retrieve** for the standalone question (the prompt still shows the user's
+   message as typed).
+3. **Assemble** the blocks (instructions at head and tail, the evidence, the recent
+   turns, older turns summarised) under the LLM's budget and send them through
+   LlamaIndex's prompt path, as the synthesizer does (``llm.system_prompt`` kept,
+   messages for chat models, one prompt for completion models).
+
+The history placed in the prompt is bounded: at most ``history_max_tokens`` (by
+default the history's share of the budget, ``1 - evidence_min_share``, i.e. half),
+the newest turns verbatim and a summary of the older ones; so a chat of 1,000
+messages costs no more per turn than one of 50. The memory is LlamaIndex's
+(``Memory`` by default, any ``BaseMemory`` given, e.g. :func:`contextkit_memory`).
+
+A turn is one trace: ``chat``/``stream_chat``/``achat``/``astream_chat`` run under
+``callback_manager.as_trace("chat")`` and one instrumentation span, with condensing,
+retrieval and the LLM call under it; a stream's history writer runs in LlamaIndex's
+context-copying ``Thread``, so it stays in the turn's trace. Streams pass the LLM's
+own deltas on as they arrive (``print_response_stream``, ``streaming_chat_repl()``);
+the answer joins the memory when the stream ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncGenerator, Generator
-from threading import Thread
+import logging
+from collections.abc import AsyncGenerator, Generator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.base.llms.generic_utils import messages_to_history_str
 from llama_index.core.base.llms.types import ChatResponse
+from llama_index.core.callbacks import CallbackManager, trace_method
+from llama_index.core.chat_engine.condense_plus_context import DEFAULT_CONDENSE_PROMPT_TEMPLATE
 from llama_index.core.chat_engine.types import (
     AgentChatResponse,
     BaseChatEngine,
     StreamingAgentChatResponse,
 )
-from llama_index.core.llms import LLM, ChatMessage, MessageRole
-from llama_index.core.prompts import BasePromptTemplate
+from llama_index.core.llms import LLM, ChatMessage, MessageRole, MockLLM
+from llama_index.core.memory import BaseMemory, Memory
+from llama_index.core.prompts import (
+    BasePromptTemplate,
+    ChatPromptTemplate,
+    PromptTemplate,
+    SelectorPromptTemplate,
+)
+from llama_index.core.prompts.prompt_type import PromptType
+from llama_index.core.schema import NodeWithScore
 from llama_index.core.settings import Settings
+from llama_index.core.tools import ToolOutput
+from llama_index.core.types import Thread
 
+from contextkit.compressors._history_score import terms
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
+from contextkit.core.errors import InvalidArgumentError
 from contextkit.core.records import Message
 from contextkit.core.tokenizers import Tokenizer
 from contextkit.integrations.llamaindex._budget import prompt_budget, resolve_tokenizer
 from contextkit.integrations.llamaindex._prompt import (
+    MESSAGE_OVERHEAD,
     LastBuildMixin,
     PromptBuild,
     build_prompt,
@@ -46,63 +85,165 @@ from contextkit.integrations.llamaindex.synthesizer import (
     llm_budget,
 )
 
-__all__ = ["ContextKitChatEngine", "llm_budget"]
+__all__ = ["DEFAULT_CONDENSE_PROMPT_TEMPLATE", "ContextKitChatEngine", "extractive_question", "llm_budget"]
+
+log = logging.getLogger(__name__)
+
+#: Content words of the recent turns the extractive question adds to the follow-up.
+EXTRACTIVE_TERMS = 8
+#: Messages the extractive question reads terms from: the last two exchanges.
+EXTRACTIVE_WINDOW = 4
 
 
 def _text(message: ChatMessage) -> str:
     return message.content if isinstance(message.content, str) else str(message.content or "")
 
 
-class _HistoryWriter:
-    """What ``StreamingAgentChatResponse.write_response_to_history`` writes to: the engine's history."""
+def extractive_question(history: Sequence[ChatMessage], message: str, max_terms: int = EXTRACTIVE_TERMS) -> str:
+    """A standalone question made without an LLM: the follow-up, the last user question, and up to
+    ``max_terms`` content words of the last two exchanges that neither holds.
 
-    def __init__(self, engine: ContextKitChatEngine) -> None:
-        self._engine = engine
+    Why these: a follow-up ("Can you tell me more?", "and the second one?") leans on what
+    was asked last and on the names the answer used; searching for them together finds
+    the passages the conversation is about. Deterministic, offline, a few microseconds.
+    """
+    follow_up = message.strip()
+    last_user = next((t for m in reversed(history) if m.role == MessageRole.USER and (t := _text(m).strip())), "")
+    parts = [follow_up] + ([last_user] if last_user and last_user != follow_up else [])
+    seen = set(terms(follow_up)) | set(terms(last_user))
+    extra: list[str] = []
+    for m in reversed(history[-EXTRACTIVE_WINDOW:]):
+        for word in terms(_text(m)):
+            if word not in seen and len(extra) < max_terms:
+                seen.add(word)
+                extra.append(word)
+    return " ".join(parts + ([" ".join(extra)] if extra else []))
 
-    def put(self, message: ChatMessage) -> None:
-        self._engine._history.append(ChatMessage(role=MessageRole.ASSISTANT, content=_text(message)))
 
-    async def aput(self, message: ChatMessage) -> None:
-        self.put(message)
+def _as_template(prompt: str | BasePromptTemplate | None) -> BasePromptTemplate:
+    """``condense_prompt=`` as stock engines take it: a string or a template with ``{chat_history}`` and
+    ``{question}``; LlamaIndex's own default otherwise."""
+    template = PromptTemplate(prompt or DEFAULT_CONDENSE_PROMPT_TEMPLATE) if isinstance(prompt, str | None) \
+        else prompt
+    missing = {"chat_history", "question"} - set(template.template_vars)
+    if missing:
+        raise InvalidArgumentError(f"condense_prompt must use {{chat_history}} and {{question}}; missing {sorted(missing)}")
+    return template
+
+
+def _prompt_type(template: BasePromptTemplate) -> str:
+    kind = template.metadata.get("prompt_type")
+    return kind if isinstance(kind, str) else PromptType.QUESTION_ANSWER
+
+
+def _with_system_prompt(template: BasePromptTemplate, system_prompt: str | None) -> BasePromptTemplate:
+    """The template with ``system_prompt`` first: a system message for chat models, the head of the
+    prompt for completion models (as stock engines place it). Bound with ``partial_format``, so
+    braces in it are text, and counted in the budget like the rest of the template."""
+    if not system_prompt:
+        return template
+    if isinstance(template, SelectorPromptTemplate):
+        return SelectorPromptTemplate(
+            default_template=_with_system_prompt(template.default_template, system_prompt),
+            conditionals=[(cond, _with_system_prompt(t, system_prompt)) for cond, t in template.conditionals or []])
+    if isinstance(template, ChatPromptTemplate):
+        head = ChatMessage(role=MessageRole.SYSTEM, content="{system_prompt}")
+        chat = ChatPromptTemplate(message_templates=[head, *template.message_templates],
+                                  prompt_type=_prompt_type(template))
+        return chat.partial_format(system_prompt=system_prompt)
+    if isinstance(template, PromptTemplate):
+        text = PromptTemplate("{system_prompt}\n\n" + template.template, prompt_type=_prompt_type(template))
+        return text.partial_format(system_prompt=system_prompt)
+    raise InvalidArgumentError(f"system_prompt= cannot be added to a {type(template).__name__}; put it in the "
+                               "template, or use a PromptTemplate or ChatPromptTemplate")
+
+
+@dataclass
+class _Turn:
+    """What one turn retrieved for, found and built: the response's sources, nodes and report."""
+
+    question: str  # the standalone question retrieval used
+    nodes: list[NodeWithScore]
+    build: PromptBuild
+
+    def source(self) -> ToolOutput:
+        """The retriever's output as ``CondensePlusContextChatEngine`` reports it in ``sources``."""
+        return ToolOutput(tool_name="retriever", content=str(self.nodes), raw_input={"message": self.question},
+                          raw_output=self.nodes)
 
 
 class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
-    """Chat over a retriever; history summarised by contextkit (or a given summariser)."""
+    """Condense, retrieve, and answer over a prompt contextkit assembles; history bounded and summarised.
+
+    ``memory``, ``chat_history``, ``system_prompt``, ``condense_prompt``, ``callback_manager`` and
+    ``verbose`` mean what they mean for ``CondensePlusContextChatEngine``. ``condense=False`` skips
+    the LLM for condensing (the extractive question is used); ``history_max_tokens`` caps the
+    history in a prompt (default: the budget less ``evidence_min_share``). ``instructions``,
+    ``text_qa_template``, ``tokenizer``, ``reserve_tokens``, ``history_summarizer`` and the
+    assembly options are the synthesizer's.
+    """
 
     def __init__(self, retriever: BaseRetriever, llm: LLM | None = None, *,
-                 instructions: str = DEFAULT_INSTRUCTIONS, history_summarizer: Any = None,
-                 reserve_tokens: int = 0, chat_history: list[ChatMessage] | None = None,
+                 memory: BaseMemory | None = None, chat_history: list[ChatMessage] | None = None,
+                 system_prompt: str | None = None, condense: bool = True,
+                 condense_prompt: str | BasePromptTemplate | None = None,
+                 callback_manager: CallbackManager | None = None, instructions: str = DEFAULT_INSTRUCTIONS,
+                 history_summarizer: Any = None, history_max_tokens: int | None = None, reserve_tokens: int = 0,
                  text_qa_template: BasePromptTemplate | None = None, tokenizer: str | Tokenizer | None = None,
-                 **assembler_options: Any) -> None:
+                 verbose: bool = False, **assembler_options: Any) -> None:
         check_options(assembler_options)
         tokenizer = tokenizer or assembler_options.pop("tokenizer", None)
         assembler_options.pop("tokenizer", None)
         self.retriever = retriever
         self.llm = llm or Settings.llm
         self.instructions = instructions
+        self.system_prompt = system_prompt
         self.reserve_tokens = reserve_tokens
         self.tokenizer = tokenizer
-        self._history: list[ChatMessage] = list(chat_history or [])
+        self.condense = condense
+        self.verbose = verbose
+        self.history_max_tokens = history_max_tokens
         # Half the budget stays for evidence: a long chat must not starve every turn's retrieval.
         assembler_options.setdefault("evidence_min_share", 0.5)
         self.assembler_options = assembler_options
         self.history_summarizer = history_summarizer
         self._extractive: Any = None
-        self._template = check_template(text_qa_template) if text_qa_template is not None else default_qa_template()
-        prompt_budget(self.llm, reserve_tokens)  # a window too small fails here, not on the first turn
+        self.callback_manager = callback_manager or Settings.callback_manager
+        self._condense_template = _as_template(condense_prompt)
+        template = check_template(text_qa_template) if text_qa_template is not None else default_qa_template()
+        self._template = _with_system_prompt(template, system_prompt)
+        budget = prompt_budget(self.llm, reserve_tokens)  # a window too small fails here, not on the first turn
+        self._memory = self._make_memory(memory, chat_history, budget)
         self.last_build: PromptBuild | None = None
+
+    @staticmethod
+    def _make_memory(memory: BaseMemory | None, chat_history: list[ChatMessage] | None, budget: int) -> BaseMemory:
+        """The app's memory (seeded with ``chat_history`` if given), else a ``Memory`` as stock engines make."""
+        if memory is not None:
+            if chat_history is not None:
+                memory.set(chat_history)
+            return memory
+        # ``[]`` rather than None: Memory then creates its table now; created lazily, concurrent first
+        # turns raced to create it ("no such table: llama_index_memory").
+        return Memory.from_defaults(chat_history=list(chat_history or []), token_limit=budget)
 
     @classmethod
     def from_defaults(cls, retriever: BaseRetriever, llm: LLM | None = None, **kwargs: Any) -> ContextKitChatEngine:
         return cls(retriever, llm, **kwargs)
 
+    # ------------------------------------------------------------------ memory
+    @property
+    def memory(self) -> BaseMemory:
+        return self._memory
+
     @property
     def chat_history(self) -> list[ChatMessage]:
-        return list(self._history)
+        return self._memory.get_all()
 
     def reset(self) -> None:
-        self._history = []
+        self._memory.reset()
 
+    # ------------------------------------------------------------------ history in the prompt
     def _summarizer(self, tok: Tokenizer) -> Any:
         if self.history_summarizer is not None:
             return self.history_summarizer
@@ -114,75 +255,183 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
                 tok, summary_max_tokens=self.assembler_options.get("summary_max_tokens", DEFAULT_SUMMARY_MAX_TOKENS))
         return self._extractive
 
-    def _prepare(self, message: str, chat_history: list[ChatMessage] | None, nodes: list[Any]) -> PromptBuild:
-        if chat_history is not None:
-            self._history = list(chat_history)
-        history = [Message(str(m.role.value), _text(m)) for m in self._history]
-        tok = resolve_tokenizer(self.tokenizer)
-        build = build_prompt(self.llm, self._template, tok, prompt_budget(self.llm, self.reserve_tokens),
-                             query=message, instructions=self.instructions, evidence=evidence_from_nodes(nodes),
-                             history=history, options=self.assembler_options, summarizer=self._summarizer(tok))
-        self.last_build = build
-        return build
-
-    def _remember(self, message: str, answer: str | None = None) -> None:
-        self._history.append(ChatMessage(role=MessageRole.USER, content=message))
-        if answer is not None:
-            self._history.append(ChatMessage(role=MessageRole.ASSISTANT, content=answer))
+    def _history_cap(self, budget: int) -> int:
+        """Tokens the history may take in the prompt: ``history_max_tokens``, else its share of the budget."""
+        if self.history_max_tokens is not None:
+            return self.history_max_tokens
+        share = self.assembler_options.get("evidence_min_share")
+        return int(budget * (1.0 - (0.5 if share is None else float(share))))
 
     @staticmethod
-    def _response(answer: str, nodes: list[Any], build: PromptBuild) -> AgentChatResponse:
+    def _split_recent(history: Sequence[ChatMessage], tok: Tokenizer, cap: int) -> tuple[int, list[ChatMessage]]:
+        """(How many older messages there are, the newest messages that fit ``cap`` tokens, oldest first)."""
+        used, start = 0, len(history)
+        while start > 0:
+            need = tok.count(_text(history[start - 1])) + MESSAGE_OVERHEAD
+            if used + need > cap:
+                break
+            used, start = used + need, start - 1
+        return start, list(history[start:])
+
+    def _bounded_history(self, history: Sequence[ChatMessage], focus: str, tok: Tokenizer,
+                         budget: int) -> tuple[list[Message], list[Any]]:
+        """The history the assembler gets, and the report of any summary made for it: the newest turns
+        within the cap, the older ones as one ``summary`` message (the role the assembler gives its own).
+
+        Why here and not only in the assembler: the assembler gives the history whatever the
+        evidence leaves, so a long chat filled every prompt to the window; and summarising
+        a thousand turns each time the assembler ran was its cost too.
+        """
+        cap = self._history_cap(budget)
+        summary_cap = min(int(self.assembler_options.get("summary_max_tokens", DEFAULT_SUMMARY_MAX_TOKENS)), cap // 2)
+        n_older, recent = self._split_recent(history, tok, cap)
+        if n_older:
+            n_older, recent = self._split_recent(history, tok, cap - summary_cap)
+        out = [Message(str(m.role.value), _text(m)) for m in recent if _text(m).strip()]
+        older = [Message(str(m.role.value), _text(m)) for m in history[:n_older] if _text(m).strip()]
+        if not older or summary_cap <= 16 or not self.assembler_options.get("summarize_history", True):
+            return out, []
+        result = self._summarizer(tok).compress(older, focus, keep_last=0, max_tokens=summary_cap)
+        if not result.summary:
+            return out, []
+        return [Message("summary", result.summary), *out], [result.report]
+
+    # ------------------------------------------------------------------ condensing
+    def _condense_input(self, history: Sequence[ChatMessage], message: str) -> str | None:
+        """The condense prompt for the LLM, or None when it is not to be asked (no history, no usable LLM)."""
+        if not history or not self.condense or isinstance(self.llm, MockLLM):
+            return None
+        return self._condense_template.format(chat_history=messages_to_history_str(list(history)), question=message)
+
+    def _standalone(self, history: Sequence[ChatMessage], message: str, condensed: str | None) -> str:
+        question = condensed.strip() if condensed else ""
+        if not question and history:
+            question = extractive_question(history, message)
+        question = question or message
+        log.info("Condensed question: %s", question)
+        if self.verbose:
+            print(f"Condensed question: {question}")
+        return question
+
+    def _condense(self, history: Sequence[ChatMessage], message: str) -> str:
+        prompt = self._condense_input(history, message)
+        condensed = None
+        if prompt is not None:
+            try:
+                condensed = str(self.llm.complete(prompt))
+            except Exception as exc:  # any client error: retrieval must still happen, for the extractive question
+                log.warning("condensing the follow-up failed (%s); using the extractive question", exc)
+        return self._standalone(history, message, condensed)
+
+    async def _acondense(self, history: Sequence[ChatMessage], message: str) -> str:
+        prompt = self._condense_input(history, message)
+        condensed = None
+        if prompt is not None:
+            try:
+                condensed = str(await self.llm.acomplete(prompt))
+            except Exception as exc:  # as in _condense
+                log.warning("condensing the follow-up failed (%s); using the extractive question", exc)
+        return self._standalone(history, message, condensed)
+
+    # ------------------------------------------------------------------ one turn
+    def _recent_for_condense(self, history: Sequence[ChatMessage], tok: Tokenizer, budget: int) -> list[ChatMessage]:
+        """The turns the condense prompt shows: the newest within the history cap (a thousand would not fit)."""
+        return self._split_recent(history, tok, self._history_cap(budget))[1]
+
+    def _build(self, message: str, history: Sequence[ChatMessage], question: str, nodes: list[NodeWithScore],
+               tok: Tokenizer, budget: int) -> _Turn:
+        # The summary keeps what the message as typed and the standalone question are about.
+        focus = message if question == message else f"{message}\n{question}"
+        bounded, compression = self._bounded_history(history, focus, tok, budget)
+        build = build_prompt(self.llm, self._template, tok, budget, query=message, instructions=self.instructions,
+                             evidence=evidence_from_nodes(nodes), history=bounded,
+                             options=self.assembler_options, summarizer=self._summarizer(tok))
+        # The summary made before assembly is part of this prompt's history compression: reported first.
+        build.result.report.compression[:0] = compression
+        self.last_build = build
+        return _Turn(question, nodes, build)
+
+    def _start(self, message: str, chat_history: list[ChatMessage] | None) -> _Turn:
+        if chat_history is not None:
+            self._memory.set(chat_history)
+        history = self._memory.get(input=message)
+        tok, budget = resolve_tokenizer(self.tokenizer), prompt_budget(self.llm, self.reserve_tokens)
+        question = self._condense(self._recent_for_condense(history, tok, budget), message)
+        return self._build(message, history, question, self.retriever.retrieve(question), tok, budget)
+
+    async def _astart(self, message: str, chat_history: list[ChatMessage] | None) -> _Turn:
+        if chat_history is not None:
+            await self._memory.aset(chat_history)
+        history = await self._memory.aget(input=message)
+        tok, budget = resolve_tokenizer(self.tokenizer), prompt_budget(self.llm, self.reserve_tokens)
+        question = await self._acondense(self._recent_for_condense(history, tok, budget), message)
+        return self._build(message, history, question, await self.retriever.aretrieve(question), tok, budget)
+
+    @staticmethod
+    def _response(answer: str, turn: _Turn) -> AgentChatResponse:
         """The turn's response with the report of its own prompt (``last_build`` may be another turn's by now:
         concurrent turns on one engine overwrite it while their LLM calls are awaited)."""
-        return AgentChatResponse(response=answer, source_nodes=nodes, metadata={"contextkit": build.report()})
+        return AgentChatResponse(response=answer, sources=[turn.source()], source_nodes=turn.nodes,
+                                 metadata={"contextkit": turn.build.report()})
 
+    @staticmethod
+    def _user(message: str) -> ChatMessage:
+        return ChatMessage(role=MessageRole.USER, content=message)
+
+    @staticmethod
+    def _assistant(answer: str) -> ChatMessage:
+        return ChatMessage(role=MessageRole.ASSISTANT, content=answer)
+
+    # ------------------------------------------------------------------ BaseChatEngine
+    @trace_method("chat")
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
-        nodes = self.retriever.retrieve(message)
-        build = self._prepare(message, chat_history, nodes)
-        answer = self.llm.predict(self._template, **build.variables)
-        self._remember(message, answer)
-        return self._response(answer, nodes, build)
+        turn = self._start(message, chat_history)
+        answer = self.llm.predict(self._template, **turn.build.variables)
+        self._memory.put_messages([self._user(message), self._assistant(answer)])
+        return self._response(answer, turn)
 
+    @trace_method("chat")
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
-        nodes = await self.retriever.aretrieve(message)
-        build = self._prepare(message, chat_history, nodes)
-        answer = await self.llm.apredict(self._template, **build.variables)
-        self._remember(message, answer)
-        return self._response(answer, nodes, build)
+        turn = await self._astart(message, chat_history)
+        answer = await self.llm.apredict(self._template, **turn.build.variables)
+        await self._memory.aput_messages([self._user(message), self._assistant(answer)])
+        return self._response(answer, turn)
 
+    @trace_method("chat")
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
-        """The LLM's deltas as they come; the answer is added to the history when the stream ends."""
-        nodes = self.retriever.retrieve(message)
-        build = self._prepare(message, chat_history, nodes)
-        tokens = self.llm.stream(self._template, **build.variables)
-        self._remember(message)
+        """The LLM's deltas as they come; the answer is added to the memory when the stream ends."""
+        turn = self._start(message, chat_history)
+        tokens = self.llm.stream(self._template, **turn.build.variables)
+        self._memory.put(self._user(message))
 
         def chat_stream() -> Generator[ChatResponse, None, None]:
             text = ""
             for delta in tokens:
                 text += delta
-                yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=delta)
+                yield ChatResponse(message=self._assistant(text), delta=delta)
 
-        response = StreamingAgentChatResponse(chat_stream=chat_stream(), source_nodes=nodes)
-        thread = Thread(target=response.write_response_to_history, args=(_HistoryWriter(self),), daemon=True)
+        response = StreamingAgentChatResponse(chat_stream=chat_stream(), sources=[turn.source()],
+                                              source_nodes=turn.nodes)
+        thread = Thread(target=response.write_response_to_history, args=(self._memory,), daemon=True)
         response.write_response_to_history_thread = thread
         thread.start()
         return response
 
+    @trace_method("chat")
     async def astream_chat(self, message: str,
                            chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
-        nodes = await self.retriever.aretrieve(message)
-        build = self._prepare(message, chat_history, nodes)
-        tokens = await self.llm.astream(self._template, **build.variables)
-        self._remember(message)
+        turn = await self._astart(message, chat_history)
+        tokens = await self.llm.astream(self._template, **turn.build.variables)
+        await self._memory.aput(self._user(message))
 
         async def chat_stream() -> AsyncGenerator[ChatResponse, None]:
             text = ""
             async for delta in tokens:
                 text += delta
-                yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=delta)
+                yield ChatResponse(message=self._assistant(text), delta=delta)
 
-        response = StreamingAgentChatResponse(achat_stream=chat_stream(), source_nodes=nodes)
+        response = StreamingAgentChatResponse(achat_stream=chat_stream(), sources=[turn.source()],
+                                              source_nodes=turn.nodes)
         response.awrite_response_to_history_task = asyncio.create_task(
-            response.awrite_response_to_history(_HistoryWriter(self)))
+            response.awrite_response_to_history(self._memory))
         return response

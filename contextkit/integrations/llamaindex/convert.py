@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -44,6 +45,7 @@ from llama_index.core.vector_stores.types import (
     FilterOperator,
     MetadataFilters,
 )
+from llama_index.core.vector_stores.utils import metadata_dict_to_node
 
 from contextkit.chunking import HeaderTooLargeError
 from contextkit.core.config import DEFAULT_TOKENIZER
@@ -62,6 +64,7 @@ __all__ = [
     "ConversionError",
     "DOC_ID_KEY",
     "HEADER_KEY",
+    "NODE_KEY",
     "ORDINAL_KEY",
     "SOURCE_KEY",
     "TOKENS_KEY",
@@ -75,6 +78,7 @@ __all__ = [
     "node_from_chunk",
     "nodes_from_chunks",
     "scored_chunks_from_nodes",
+    "stored_node",
 ]
 
 log = logging.getLogger(__name__)
@@ -90,6 +94,10 @@ HEADER_KEY = "contextkit_chunk_header"  # only when non-empty
 SOURCE_KEY = "source"  # only on retrieved nodes, from the index's documents table, unless the document has one
 CONTEXTKIT_KEYS = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_KEY, HEADER_KEY, SOURCE_KEY)
 _PER_CHUNK_KEYS = frozenset(CONTEXTKIT_KEYS) - {SOURCE_KEY}  # ``source`` may be the document's own metadata
+
+#: Chunk metadata key under which ``ContextKitVectorStore`` keeps the whole LlamaIndex node (metadata of every
+#: JSON type, relationships, templates, excluded keys) as LlamaIndex serialises it for vector stores.
+NODE_KEY = "_llamaindex_node"
 
 #: Hidden from the embedding model: everything but the header, which contextkit embeds on purpose.
 EMBED_EXCLUDED = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_KEY, SOURCE_KEY)
@@ -161,16 +169,21 @@ def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | N
     ``base`` is the document the chunk came from, when there is one: its excluded
     keys, templates and separator carry over and SOURCE points at it (pass
     ``base_info=base.as_related_node_info()`` when making many nodes of one
-    document: LlamaIndex hashes the whole document for it). Bookkeeping keys already
+    document: LlamaIndex hashes the whole document for it). A chunk ``ContextKitVectorStore`` wrote
+    (:data:`NODE_KEY`) renders as the node it stored: its metadata of every JSON type, templates,
+    excluded keys and SOURCE, never the stored copy itself. Bookkeeping keys already
     in the chunk's metadata (a node parsed again) are replaced by this chunk's; the user's own
     keys, whatever their names, are kept as they are.
     """
-    meta = {k: v for k, v in chunk.metadata.items() if k not in _PER_CHUNK_KEYS} if include_metadata else {}
+    stored = stored_node(chunk)
+    if base is None:  # a chunk a LlamaIndex vector store wrote renders as the node it was
+        base = stored
+    own = stored.metadata if stored is not None else chunk.metadata
+    meta = {k: v for k, v in own.items() if k not in _PER_CHUNK_KEYS and k != NODE_KEY} if include_metadata else {}
     meta.update(_bookkeeping(chunk, source))
     embed_excluded, llm_excluded = _excluded_keys(meta, base)
     if base_info is None:
-        base_info = (base.as_related_node_info() if base is not None
-                     else RelatedNodeInfo(node_id=chunk.doc_id, node_type=ObjectType.DOCUMENT))
+        base_info = _source_info(chunk, base, stored)
     return TextNode(
         id_=node_id or chunk.id,
         text=chunk.text,
@@ -182,6 +195,29 @@ def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | N
         relationships={NodeRelationship.SOURCE: base_info},
         **_style_of(base),
     )
+
+
+def stored_node(chunk: Chunk) -> BaseNode | None:
+    """The LlamaIndex node ``ContextKitVectorStore`` kept with this chunk (its text from the chunk), or None.
+
+    Why: contextkit's own chunk metadata is what SQL filters and BM25 see; the node kept whole
+    is what LlamaIndex shows, so a contextkit retriever over a vector-store folder gives the LLM
+    the same metadata (lists, booleans, None), templates and excluded keys the node had."""
+    stored = chunk.metadata.get(NODE_KEY)
+    if isinstance(stored, str):
+        stored = json.loads(stored)
+    if not isinstance(stored, dict) or "_node_content" not in stored:
+        return None
+    return metadata_dict_to_node(stored, text=chunk.text)
+
+
+def _source_info(chunk: Chunk, base: BaseNode | None, stored: BaseNode | None) -> RelatedNodeInfo:
+    """SOURCE of a chunk's node: the document given, else the stored node's own, else the chunk's document."""
+    if base is not None and base is not stored:
+        return base.as_related_node_info()
+    if stored is not None and stored.source_node is not None:
+        return stored.source_node
+    return RelatedNodeInfo(node_id=chunk.doc_id, node_type=ObjectType.DOCUMENT)
 
 
 def _add_missing(keys: list[str], more: Iterable[str]) -> None:

@@ -13,8 +13,16 @@ unit length, so dense scores are cosines). The folder records ``model`` (default
 ``"llamaindex"``) and the dimension of the first vectors added; vectors of another
 dimension are refused. Queries: ``DEFAULT`` (dense) and ``HYBRID`` (dense and BM25
 over ``query_str``, fused by reciprocal rank); ``mode="hybrid"`` makes hybrid the
-default. Filters: AND-ed equalities on metadata and ``doc_id``/``ref_doc_id``
-(:func:`~.convert.filters_from_llamaindex`); anything else is refused, not widened.
+default. Filters: every operator and condition of LlamaIndex's ``SimpleVectorStore``
+(``==``, ``!=``, ``>``, ``>=``, ``<``, ``<=``, ``in``, ``nin``, ``contains``, ``any``,
+``all``, ``text_match``, ``text_match_insensitive``, ``is_empty``; AND, OR, NOT), with
+its semantics, evaluated by LlamaIndex's own per-operator code on the metadata it
+filters on; ``MetadataFilters`` may nest too (SimpleVectorStore refuses that). The
+filters select the allowed chunks *before* the nearest ones are taken, so
+``similarity_top_k`` hits come back whenever that many match. String equalities under
+AND first narrow the candidates in the index (SQL), the rest is checked per chunk.
+``delete_nodes``, ``get_nodes`` and ``clear`` take the same filters and write through
+the index's API, one transaction each.
 """
 
 from __future__ import annotations
@@ -22,39 +30,51 @@ from __future__ import annotations
 import hashlib
 import json
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.schema import BaseNode, MetadataMode
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
+    FilterCondition,
+    FilterOperator,
+    MetadataFilter,
+    MetadataFilters,
     VectorStoreQuery,
     VectorStoreQueryMode,
     VectorStoreQueryResult,
 )
 from llama_index.core.vector_stores.utils import (
-    metadata_dict_to_node,
+    build_metadata_filter_fn,
     node_to_metadata_dict,
 )
 
 from contextkit.core.config import DEFAULT_TOKENIZER
-from contextkit.core.errors import InvalidArgumentError
+from contextkit.core.errors import InvalidArgumentError, RetrievalError
 from contextkit.core.records import Chunk
 from contextkit.core.tokenizers import Tokenizer, get_tokenizer
 from contextkit.index import Index, location_name
-from contextkit.integrations.llamaindex.convert import filters_from_llamaindex
+from contextkit.integrations.llamaindex.convert import NODE_KEY, stored_node
 from contextkit.retrievers import Filters
 from contextkit.retrievers.hybrid import rrf_fuse
 
 __all__ = ["NODE_KEY", "ContextKitVectorStore"]
 
-#: Chunk metadata key holding the LlamaIndex node (relationships, templates, ids) as LlamaIndex serialises it.
-NODE_KEY = "_llamaindex_node"
-
 _MODES = {VectorStoreQueryMode.DEFAULT: "dense", VectorStoreQueryMode.HYBRID: "hybrid"}
+
+#: The operators SimpleVectorStore's filter function evaluates (``build_metadata_filter_fn``); one LlamaIndex
+#: adds later is refused by name rather than passed through to an "Invalid operator" deep in a query.
+_OPERATORS = frozenset({
+    FilterOperator.EQ, FilterOperator.NE, FilterOperator.GT, FilterOperator.GTE, FilterOperator.LT,
+    FilterOperator.LTE, FilterOperator.IN, FilterOperator.NIN, FilterOperator.CONTAINS, FilterOperator.ANY,
+    FilterOperator.ALL, FilterOperator.TEXT_MATCH, FilterOperator.TEXT_MATCH_INSENSITIVE, FilterOperator.IS_EMPTY,
+})
+#: Keys LlamaIndex sets itself in the metadata it filters on (over a user's own key of the same name).
+_LI_KEYS = frozenset({"doc_id", "ref_doc_id", "document_id", "_node_type", "_node_content"})
+_SCAN_BATCH = 2048  # chunks read at a time when filters are checked chunk by chunk
 
 
 class ContextKitVectorStore(BasePydanticVectorStore):
@@ -144,7 +164,9 @@ class ContextKitVectorStore(BasePydanticVectorStore):
         start = getattr(node, "start_char_idx", None)  # TextNode's; BaseNode has none
         if start is None:
             start = 0
-        meta: dict[str, Any] = {k: v for k, v in (node.metadata or {}).items() if isinstance(v, str | int | float | bool) or v is None}
+        # Every metadata value, as JSON (lists and nested values too: contextkit's search and CLI see them);
+        # the node whole under NODE_KEY, from which LlamaIndex gets it back as it was.
+        meta: dict[str, Any] = node.model_dump(mode="json", include={"metadata"}).get("metadata") or {}
         meta[NODE_KEY] = node_to_metadata_dict(node, remove_text=True, flat_metadata=False)
         assert self._tok is not None
         return Chunk(id=node.node_id, doc_id=str(node.ref_doc_id or node.node_id), ordinal=position, text=text,
@@ -162,6 +184,57 @@ class ContextKitVectorStore(BasePydanticVectorStore):
             self._index.delete(ref_doc_id)
             self._index.save()
 
+    def delete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
+                     **delete_kwargs: Any) -> None:
+        """Delete the nodes among ``node_ids`` (all when None) that match ``filters``, in one transaction.
+
+        As SimpleVectorStore's: neither argument deletes every node. Chunks go through the index's
+        :meth:`~contextkit.index.Index.delete_chunks`; a document left without chunks goes too."""
+        index = self._index
+        if index is None:
+            return
+        doomed = [c for _, c in self._matching(index, node_ids, filters)]
+        if not doomed:
+            return
+        with index.transaction():
+            index.delete_chunks([c.id for c in doomed])
+            for doc_id in sorted({c.doc_id for c in doomed}):
+                if len(index.rowids_matching(doc_ids=[doc_id])) == 0:
+                    index.delete_document(doc_id)
+        index.save()
+
+    def get_nodes(self, node_ids: list[str] | None = None,
+                  filters: MetadataFilters | None = None) -> list[BaseNode]:
+        """The stored nodes among ``node_ids`` (all when None) that match ``filters``, with their text.
+
+        Order: that of ``node_ids`` when given, else the order they were added."""
+        if self._index is None:
+            return []
+        found = [c for _, c in self._matching(self._index, node_ids, filters)]
+        if node_ids is not None:
+            position = {node_id: i for i, node_id in reversed(list(enumerate(node_ids)))}
+            found.sort(key=lambda c: position[c.id])
+        return [_node(c) for c in found]
+
+    def clear(self) -> None:
+        """Delete every node and document, in one transaction (the folder and its settings stay)."""
+        index = self._index
+        if index is None:
+            return
+        with index.transaction():
+            for doc_id in index.documents():
+                index.delete_document(doc_id)
+        index.save()
+
+    def _matching(self, index: Index, node_ids: list[str] | None,
+                  filters: MetadataFilters | None) -> list[tuple[int, Chunk]]:
+        """``(rowid, chunk)`` of the stored nodes among ``node_ids`` (all when None) matching ``filters``."""
+        rowids = _prefiltered(index, None, filters)
+        wanted = None if node_ids is None else set(node_ids)
+        match = _matcher(filters)
+        return [(r, c) for r, c in _scan(index, rowids)
+                if (wanted is None or c.id in wanted) and match(_filter_metadata(c))]
+
     # ----------------------------------------------------------------- query
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         mode = self._mode(query)
@@ -169,9 +242,6 @@ class ContextKitVectorStore(BasePydanticVectorStore):
             return VectorStoreQueryResult(nodes=[], similarities=[], ids=[])
         if query.query_embedding is None:
             raise InvalidArgumentError("ContextKitVectorStore needs query_embedding (LlamaIndex embeds the query)")
-        if query.node_ids:
-            raise InvalidArgumentError("ContextKitVectorStore does not restrict queries to node_ids; filter by "
-                                       "doc_id or metadata instead")
         index, k = self._index, query.similarity_top_k
         allowed = self._allowed(query, index)
         if allowed is not None and len(allowed) == 0:
@@ -203,22 +273,116 @@ class ContextKitVectorStore(BasePydanticVectorStore):
 
     @staticmethod
     def _allowed(query: VectorStoreQuery, index: Index) -> np.ndarray | None:
-        filters = filters_from_llamaindex(query.filters) if query.filters is not None else Filters()
-        if query.doc_ids:
-            ids = [str(d) for d in query.doc_ids]
-            filters.doc_ids = ids if filters.doc_ids is None else [d for d in filters.doc_ids if d in ids]
-        return None if filters.is_empty() else filters.allowed_rowids(index)
+        """The rowids a query may return (None: any). Computed before the nearest are taken, so a
+        filter never leaves fewer than ``similarity_top_k`` hits when more match."""
+        doc_ids = [str(d) for d in query.doc_ids] if query.doc_ids else None
+        # VectorStoreIndex.as_retriever passes node_ids=[] (its index struct lists no nodes when the store keeps
+        # the text): an empty list means no restriction here, as in the text-storing stores LlamaIndex ships.
+        node_ids = query.node_ids or None
+        has_filters = query.filters is not None and bool(query.filters.filters)
+        if doc_ids is None and node_ids is None and not has_filters:
+            return None
+        rowids = _prefiltered(index, doc_ids, query.filters)
+        if node_ids is None and not has_filters:
+            return rowids
+        wanted = None if node_ids is None else set(node_ids)
+        match = _matcher(query.filters)
+        keep = [r for r, c in _scan(index, rowids)
+                if (wanted is None or c.id in wanted) and match(_filter_metadata(c))]
+        return np.asarray(sorted(keep), dtype=np.int64)
+
+
+# --------------------------------------------------------------- filters
+def _check_filters(filters: MetadataFilters) -> None:
+    """Refuse, by name, an operator or condition SimpleVectorStore's evaluation does not know."""
+    if filters.condition not in (FilterCondition.AND, FilterCondition.OR, FilterCondition.NOT, None):
+        raise NotImplementedError(f"filter condition {filters.condition!r} is not supported by ContextKitVectorStore")
+    for f in filters.filters:
+        if isinstance(f, MetadataFilters):
+            _check_filters(f)
+        elif f.operator not in _OPERATORS:
+            name = getattr(f.operator, "value", f.operator)
+            raise NotImplementedError(f"filter operator {name!r} (on {f.key!r}) is not supported by "
+                                      "ContextKitVectorStore (it supports SimpleVectorStore's operators: "
+                                      f"{', '.join(sorted(o.value for o in _OPERATORS))})")
+
+
+def _matcher(filters: MetadataFilters | None) -> Callable[[Mapping[str, Any]], bool]:
+    """A predicate on a node's filter metadata meaning what ``filters`` mean to SimpleVectorStore.
+
+    Each single filter is LlamaIndex's own ``build_metadata_filter_fn`` (so ``None`` matches only
+    ``!=``/``nin``, ``text_match`` needs strings...); AND/OR/NOT combine them as it does (NOT: none
+    matches), and a nested ``MetadataFilters`` is one more term, evaluated the same way."""
+    if filters is None or not filters.filters:
+        return lambda _meta: True
+    _check_filters(filters)
+    terms = [_matcher(f) if isinstance(f, MetadataFilters) else _leaf(f) for f in filters.filters]
+    condition = filters.condition or FilterCondition.AND
+    if condition == FilterCondition.OR:
+        return lambda meta: any(t(meta) for t in terms)
+    if condition == FilterCondition.NOT:
+        return lambda meta: not any(t(meta) for t in terms)
+    return lambda meta: all(t(meta) for t in terms)
+
+
+def _leaf(f: MetadataFilter) -> Callable[[Mapping[str, Any]], bool]:
+    """One filter, evaluated by LlamaIndex's code (its lookup is given the metadata itself as the "id")."""
+    fn = build_metadata_filter_fn(lambda meta: cast(Mapping[str, Any], meta), MetadataFilters(filters=[f]))
+    return lambda meta: fn(cast(str, meta))
+
+
+def _sql_equalities(filters: MetadataFilters | None) -> dict[str, str]:
+    """The string equalities on the user's metadata that every match must meet (top-level AND): the
+    index applies these in SQL, exactly (a JSON string equals only that string), before the rest."""
+    if filters is None or (filters.condition or FilterCondition.AND) != FilterCondition.AND:
+        return {}
+    out: dict[str, str] = {}
+    for f in filters.filters:
+        if (isinstance(f, MetadataFilter) and f.operator == FilterOperator.EQ and isinstance(f.value, str)
+                and f.key not in _LI_KEYS and f.key != NODE_KEY and '"' not in f.key and f.key not in out):
+            out[f.key] = f.value
+    return out
+
+
+def _prefiltered(index: Index, doc_ids: list[str] | None, filters: MetadataFilters | None) -> np.ndarray:
+    """Rowids of the chunks of ``doc_ids`` (all when None) meeting the filters' exact SQL part."""
+    equalities = _sql_equalities(filters)
+    try:
+        return Filters(doc_ids=doc_ids, metadata=dict(equalities)).allowed_rowids(index)
+    except RetrievalError:  # a field no chunk has: to LlamaIndex an equality on it matches nothing
+        if not equalities:
+            raise
+        return np.zeros(0, dtype=np.int64)
+
+
+def _scan(index: Index, rowids: np.ndarray) -> Iterator[tuple[int, Chunk]]:
+    """``(rowid, chunk)`` for these rowids in ascending order, read a batch at a time."""
+    ordered = np.sort(np.asarray(rowids, dtype=np.int64))
+    for start in range(0, len(ordered), _SCAN_BATCH):
+        part = [int(r) for r in ordered[start:start + _SCAN_BATCH]]
+        found = index.store.chunks_by_rowid(part)
+        yield from ((r, found[r]) for r in part if r in found)
+
+
+def _filter_metadata(chunk: Chunk) -> dict[str, Any]:
+    """The metadata SimpleVectorStore filters a node on: its own, with ``doc_id``/``ref_doc_id``/
+    ``document_id`` (the SOURCE document, ``"None"`` without one) and ``_node_type`` set by LlamaIndex."""
+    stored = chunk.metadata.get(NODE_KEY)
+    if isinstance(stored, str):
+        stored = json.loads(stored)
+    if isinstance(stored, dict):
+        return {k: v for k, v in stored.items() if k != "_node_content"}
+    meta = dict(chunk.metadata)  # a chunk contextkit ingested itself
+    meta.update(_node_type="TextNode", document_id=chunk.doc_id, doc_id=chunk.doc_id, ref_doc_id=chunk.doc_id)
+    return meta
 
 
 def _node(chunk: Chunk) -> BaseNode:
     """The LlamaIndex node a stored chunk was made from (its text from the chunk)."""
-    meta = dict(chunk.metadata)
-    stored = meta.pop(NODE_KEY, None)
-    if isinstance(stored, str):
-        stored = json.loads(stored)
-    if not isinstance(stored, dict):
-        from llama_index.core.schema import TextNode
+    node = stored_node(chunk)
+    if node is not None:
+        return node
+    from llama_index.core.schema import TextNode
 
-        return TextNode(id_=chunk.id, text=chunk.text, metadata=meta)
-    node = metadata_dict_to_node(stored, text=chunk.text)
-    return node
+    meta = {k: v for k, v in chunk.metadata.items() if k != NODE_KEY}
+    return TextNode(id_=chunk.id, text=chunk.text, metadata=meta)
