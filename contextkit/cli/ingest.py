@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 from rich.table import Table
@@ -19,12 +20,14 @@ from contextkit.cli._app import (
     json_text,
     out,
     plain_rule,
-    progress_bar,
     reported,
     safe,
 )
 from contextkit.cli._settings import file_settings
 from contextkit.core.config import DEFAULT_CHUNK_OVERLAP, DEFAULT_CHUNK_SIZE, DEFAULT_TOKENIZER
+
+if TYPE_CHECKING:  # pragma: no cover
+    from contextkit.ingestion import IngestEvent
 
 
 def _check_header(header: str | None) -> None:
@@ -216,36 +219,169 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
+@dataclass
+class _Tally:
+    """What the events have said so far: the figures the bar shows."""
+
+    files: int = 0  # to do (the plan)
+    bytes: int = 0  # their size
+    files_read: int = 0  # read and chunked
+    bytes_read: int = 0
+    chunks: int = 0  # made
+    embedded: int = 0
+    files_committed: int = 0
+    chunks_committed: int = 0
+    planned: bool = False  # the plan is made: ``files`` is known
+    planned_at: float = 0.0  # seconds into the bar it was made (the model loaded, the files hashed)
+    final: bool = False  # the run is over: the figures are the run's, not estimates
+
+    def add(self, event: IngestEvent) -> None:
+        if event.kind == "plan":
+            self.files, self.bytes, self.planned = event.files, event.bytes, True
+        elif event.kind == "chunked":
+            self.files_read += event.files
+            self.bytes_read += event.bytes
+            self.chunks += event.chunks
+        elif event.kind == "embedded":
+            self.embedded += event.chunks
+        elif event.kind == "file":
+            self.files_committed += event.files
+            self.chunks_committed += event.chunks
+
+    def read(self) -> tuple[int, int]:
+        """Files read and chunks made; what was committed is a floor (a runner that sends no
+        "chunked" event still moves the bar)."""
+        return max(self.files_read, self.files_committed), max(self.chunks, self.chunks_committed)
+
+    def total(self) -> tuple[int | None, bool]:
+        """Chunks to embed in all, and whether that is exact: it is once every file is read (or the run
+        is over); before, the chunks made so far scaled by the bytes (else files) still to read."""
+        files, chunks = self.read()
+        if self.final or (self.planned and files >= self.files):
+            return max(chunks, self.embedded), True
+        if self.bytes and self.bytes_read:
+            return max(chunks, round(self.chunks * self.bytes / self.bytes_read)), False
+        if self.files and files:
+            return max(chunks, round(chunks * self.files / files)), False
+        return None, False
+
+    def phase(self) -> str:
+        """What the run is doing: planning (starting), reading and chunking files, embedding the
+        chunks, or, every file read and embedded, writing the index."""
+        files, chunks = self.read()
+        if self.final:
+            return "done"
+        if not self.planned and not chunks:
+            return "starting"
+        if self.embedded < chunks:
+            return "embedding"
+        return "writing" if files >= self.files else "reading"
+
+    def counts(self) -> str:
+        """``1,024/~4.3k chunks · 12/36 files``: embedded of the total (``~`` an estimate), files read."""
+        total, exact = self.total()
+        of = "?" if total is None else ("" if exact else "~") + _short(total)
+        files = _short(self.files) if self.planned else "?"
+        return f"{_short(self.embedded)}/{of} chunks · {_short(self.read()[0])}/{files} files"
+
+    def times(self, elapsed: float) -> str:
+        """``0:00:42``, then ``0:00:42 · eta 0:02:10`` while there is a pace, a total and chunks left to embed."""
+        total = self.total()[0]
+        left = None
+        if not self.final and (total or 0) > self.embedded:
+            left = _eta(self.embedded, total, elapsed - self.planned_at)
+        return _clock(elapsed) + ("" if left is None else f" · eta {_clock(left)}")
+
+
+def _short(n: int) -> str:
+    """``1,234``, ``12.3k``, ``123k``, ``1.2M``: a count in at most six columns, so the bar fits 80."""
+    if n < 10_000:
+        return f"{n:,}"
+    if n < 99_950:
+        return f"{n / 1000:.1f}k"
+    if n < 999_500:
+        return f"{n / 1000:.0f}k"
+    return f"{n / 1_000_000:.1f}M"
+
+
+def _clock(seconds: float) -> str:
+    """``0:01:05``, ``12:00:00``; from 100 hours ``>99h`` (an estimate that far says only "long")."""
+    if seconds >= 100 * 3600:
+        return ">99h"
+    s = int(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02}:{s % 60:02}"
+
+
+def _eta(done: int, total: int | None, elapsed: float) -> float | None:
+    """Seconds left at the run's average pace so far (chunks embedded per second since the plan, the
+    model loaded), or None before it can be told. Why the average, not rich's 30 s window: batches alternate
+    reading and embedding, and rich restarts its estimate whenever the total changes."""
+    if total is None or done <= 0 or elapsed <= 0:
+        return None
+    return max(0, total - done) * elapsed / done
+
+
+def _ingest_bar(tally: _Tally, disabled: bool) -> Any:
+    """A rich progress bar on stderr drawing ``tally``: phase, bar, counts, times (elapsed ticks
+    between events). rich.progress is imported here, as in :func:`progress_bar`: not at CLI start."""
+    from rich.progress import BarColumn, Progress, ProgressColumn, Task, TextColumn
+    from rich.table import Column
+    from rich.text import Text
+
+    class Times(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(tally.times(task.elapsed or 0.0), style="progress.elapsed")
+
+    phase = TextColumn("{task.description}", table_column=Column(no_wrap=True, min_width=9))
+    counts = TextColumn("{task.fields[counts]}", table_column=Column(no_wrap=True))
+    return Progress(phase, BarColumn(bar_width=24), counts, Times(table_column=Column(no_wrap=True)),
+                    console=err, disable=disabled)
+
+
 class IngestProgress:
+    """The ingestion bar on stderr: ``embedding ━━━━ 1,024/~4.3k chunks · 12/36 files · 0:00:42 · eta 0:02:10``.
+
+    Why this shape (issue 31): files are counted as a batch commits, after minutes of embedding,
+    so a bar over files sat at 0 with no estimate; this one fills as chunks are embedded (a slice
+    at a time) out of the chunks made (estimated from the bytes read until every file is read), and
+    counts the files read. Short numbers keep it within 80 columns, with nothing cut to "…".
+    """
+
     def __init__(self, disabled: bool) -> None:
-        self.disabled = disabled
-        self.progress = progress_bar("{task.fields[chunks]} chunks · {task.fields[tokens]} tokens · "
-                                     "{task.fields[embedded]} embedded · {task.fields[rate]} chunks/s",
-                                     disabled=disabled)
-        self.task = None
-        self.chunks = self.tokens = self.embedded = 0
+        self.tally = _Tally()
+        self.progress = _ingest_bar(self.tally, disabled)
+        self.task: Any = None
 
     def __enter__(self) -> IngestProgress:
         self.progress.start()
+        self._draw()  # "starting" and the elapsed time, while the model loads and the files are hashed
         return self
 
     def __exit__(self, *exc: object) -> None:
+        """Stop; after a run that ended well, the last frame says so, with the run's figures (an error
+        passing through a caller's ``__exit__``, as eval's, is seen in ``sys.exc_info``). One that failed
+        before the plan (a bad model name) leaves no bar: its error is the one line said."""
+        if not any(exc) and sys.exc_info()[0] is None:
+            self.tally.final = True
+            self._draw()
+        elif not self.tally.planned and self.task is not None:
+            self.progress.remove_task(self.task)
         self.progress.stop()
 
-    def update(self, event) -> None:
-        if event.kind == "plan":
-            self.task = self.progress.add_task("files", total=event.files, chunks=0, tokens=0, embedded=0, rate=0)
-            return
+    def update(self, event: IngestEvent) -> None:
+        self.tally.add(event)
+        if event.kind == "plan" and self.progress.tasks:
+            self.tally.planned_at = self.progress.tasks[0].elapsed or 0.0
+        self._draw()
+
+    def _draw(self) -> None:
         if self.task is None:
-            return
-        if event.kind == "file":
-            self.chunks += event.chunks
-            self.tokens += event.tokens
-        elif event.kind == "embedded":
-            self.embedded += event.chunks
-        elapsed = self.progress.tasks[0].elapsed or 1e-9
-        self.progress.update(self.task, advance=event.files, chunks=self.chunks, tokens=self.tokens,
-                             embedded=self.embedded, rate=f"{self.embedded / elapsed:.1f}")
+            self.task = self.progress.add_task(self.tally.phase(), total=None, counts=self.tally.counts())
+        total, _ = self.tally.total()
+        total = None if total is None else max(total, 1)  # rich draws a total of 0 as a bar never filled
+        done = total if self.tally.final else self.tally.embedded
+        self.progress.update(self.task, description=self.tally.phase(), completed=done, total=total,
+                             counts=self.tally.counts())
 
 
 def _print_ingest_report(report) -> None:

@@ -15,7 +15,7 @@ from contextkit.index import is_dsn, location_name
 from contextkit.ingestion._file_keys import file_keys
 from contextkit.ingestion._local import run_batches
 from contextkit.ingestion._run import IngestRun
-from contextkit.ingestion._steps import digest, input_missing, make_redactor, open_index, prune
+from contextkit.ingestion._steps import digest, input_missing, make_redactor, open_index, prune, same_ids
 from contextkit.ingestion._types import (
     Clock,
     FileFailure,
@@ -57,9 +57,10 @@ def ingest(
     path, an empty folder, a glob matching nothing: :class:`~contextkit.errors.NothingToIngestError`,
     so a typo never leaves an empty index with its settings locked), and an ``index_dir`` that is
     a folder of other files (:class:`~contextkit.errors.IndexFolderError`). Index folders among the
-    inputs, the one written included, are never read (``report.notes`` names them). A file already
-    in the index under another id (``docs`` then ``/abs/docs`` or ``.``) keeps its first id: one
-    file, one document.
+    inputs, the one written included, are never read (``report.notes`` names them). Ids are paths
+    relative to the folder named (``/home/me/docs`` gives ``docs/a.md``: no absolute local path
+    reaches a prompt); a file already in the index under another id (``.`` then ``docs``) keeps its
+    first id: one file, one document.
     """
     config = _configured(config, overrides)
     notify = progress or (lambda event: None)
@@ -85,10 +86,12 @@ def ingest(
     try:
         sources, key = _keyed(found.files, index, report)
         known = index.store.file_hashes()
-        sources = _same_ids(sources, known, index, report)
+        sources, retired = same_ids(sources, known, index, report.notes, report.failures,
+                                    replacing=config.prune and not is_dsn(index_dir))
         report.files_seen = len(sources)
         todo: list[Pending] = []
-        by_content = {sha: file for file, sha in known.items()} if config.skip_duplicates else {}
+        leaving = {old for old, _ in retired}  # their files come back under the new ids: no duplicates
+        by_content = {sha: file for file, sha in known.items() if file not in leaving} if config.skip_duplicates else {}
         with clock("hash"):
             for src in sources:
                 hashed = digest(src, report.failures)
@@ -101,8 +104,9 @@ def ingest(
                     continue
                 else:
                     todo.append(Pending(src, sha, size, is_new=src.doc_id not in known))
-        notify(IngestEvent("plan", files=len(todo)))
+        notify(IngestEvent("plan", files=len(todo), bytes=sum(item.size for item in todo)))
         runner(todo, IngestRun(index, embedder, chunker, config, report, notify, clock))
+        _retire(index, retired, known, report)
         if config.prune:
             prunable = _prunable(known, found.errors, key)
             if is_dsn(index_dir):  # several writers share a database: each prunes only under its own inputs
@@ -158,32 +162,21 @@ def _check_index_folder(index_dir: Path) -> None:
             f"name a new or empty folder for --index, e.g. {index_dir.name or 'my'}.ck-index")
 
 
-def _same_ids(sources: list[SourceFile], known: dict[str, str], index: Any,
-              report: IngestReport) -> list[SourceFile]:
-    """``sources`` with each file already in the index under another id given that id back.
-
-    The same folder named as ``docs``, ``/abs/docs`` or ``.`` gives other ids to the same files;
-    the store records each document's real path, so a file is recognised by it and stays one
-    document (a note says so) instead of being stored once per spelling."""
-    fresh = [s for s in sources if s.doc_id not in known]
-    if not fresh:
-        return sources
-    taken = {s.doc_id for s in sources}
-    by_path: dict[str, str] = {}
-    for file, source in index.store.file_sources().items():
-        if file in known and file not in taken:
-            by_path.setdefault(source, file)
-    if not by_path:
-        return sources
-    out = []
-    for src in sources:
-        first = by_path.pop(str(src.path), None) if src.doc_id not in known else None
-        if first is None:
-            out.append(src)
-        else:
-            report.notes.append(FileFailure(path=src.doc_id, reason=f"already indexed as {first}: kept as {first}"))
-            out.append(replace(src, doc_id=first))
-    return out
+def _retire(index: Any, retired: list[tuple[str, str]], known: dict[str, str], report: IngestReport) -> None:
+    """Remove the old ids of files now stored under their new ones (those whose new id was committed:
+    a file that failed this run keeps its old records), and say so once."""
+    now = index.store.file_hashes()
+    done = [old for old, new in retired if new in now]
+    if not done:
+        return
+    with index.transaction():
+        for old in done:
+            index.delete_file(old)
+            known.pop(old, None)
+    report.notes.append(FileFailure(
+        path=f"({len(done):,} file{'s' * (len(done) != 1)})",
+        reason=f"indexed before under absolute paths (e.g. {done[0]}): now under ids relative to the folder named, "
+               "vectors reused; the old ids removed"))
 
 
 def _keyed(sources: list[SourceFile], index: Any, report: IngestReport

@@ -20,8 +20,8 @@ from pydantic import BaseModel, Field
 
 from contextkit.chunking import TokenChunker
 from contextkit.embedders import Embedder, embedder_for
-from contextkit.index import Index
-from contextkit.ingestion._steps import digest
+from contextkit.index import Index, is_dsn
+from contextkit.ingestion._steps import digest, same_ids
 from contextkit.ingestion._types import FileFailure, IngestConfig
 from contextkit.loaders import GENERATED_ASSETS, LoadLimits, SourceFile, discover, load_file
 
@@ -67,6 +67,15 @@ class IngestPreview(BaseModel):
     notes: list[FileFailure] = Field(default_factory=list, description="what the walk would pass by, and why")
 
 
+def _note_retired(retired: list[tuple[str, str]], notes: list[FileFailure]) -> None:
+    """Files an older version indexed under absolute paths: the run would store them again under their
+    new ids (counted as new below; their vectors are in the index, so nothing is embedded for them)."""
+    if retired:
+        notes.append(FileFailure(path=f"({len(retired):,} file{'s' * (len(retired) != 1)})", reason=(
+            f"indexed under absolute paths (e.g. {retired[0][0]}): would be stored again under ids relative to "
+            f"the folder named (e.g. {retired[0][1]}), vectors reused")))
+
+
 def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: IngestConfig | None = None, *,
                    sample_files: int = SAMPLE_FILES, measure_speed: bool = True,
                    embedder: Embedder | None = None) -> IngestPreview:
@@ -81,11 +90,16 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
     index = Index.open(index_dir, read_only=True) if exists else None
     try:
         known = index.store.file_hashes() if index is not None else {}
+        replacing = config.prune and not is_dsn(index_dir)
+        sources, retired = (found.files, []) if index is None else \
+            same_ids(found.files, known, index, notes, failures, replacing)
+        _note_retired(retired, notes)
         formats: dict[str, FormatPreview] = {}
         todo: list[tuple[SourceFile, int]] = []
         new = changed = unchanged = duplicates = 0
-        by_content = {sha: file for file, sha in known.items()}
-        for src in found.files:
+        leaving = {old for old, _ in retired}  # their files come back under their new ids: not duplicates
+        by_content = {sha: file for file, sha in known.items() if file not in leaving}
+        for src in sources:
             size = _size(src)
             fmt = formats.setdefault(_suffix(src), FormatPreview())
             fmt.files += 1

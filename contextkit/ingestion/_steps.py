@@ -8,6 +8,7 @@ out, its new ones in), prune files that are gone. A leaf of the package: it impo
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -277,6 +278,7 @@ def commit_batch(batch: list[Pending], run: IngestRun) -> None:
     index, report, notify, clock = run.index, run.report, run.notify, run.clock
     chunks = [c for item in batch for c in item.chunks]
     texts = [c.embedding_text for c in chunks]
+    notify(_chunked(batch, chunks))
     with clock("embed"):  # the index keeps each slice of vectors as it is made (see embed_batch)
         vectors, keys, embedding = embed_batch(index, run.embedder, texts,
                                                progress=lambda n: notify(IngestEvent("embedded", chunks=n)))
@@ -293,6 +295,14 @@ def commit_batch(batch: list[Pending], run: IngestRun) -> None:
         report.tokens += tokens
         notify(IngestEvent("file", files=int(item.complete), chunks=len(item.chunks), tokens=tokens,
                            path=item.source.doc_id))
+
+
+def _chunked(batch: list[Pending], chunks: list[Chunk]) -> IngestEvent:
+    """The "chunked" event of a batch about to be embedded: the work a progress bar can count
+    before the first vector (files and bytes count once, with a file's last part)."""
+    done = [item for item in batch if item.complete]
+    return IngestEvent("chunked", files=len(done), chunks=len(chunks), tokens=sum(c.token_count for c in chunks),
+                       bytes=sum(item.size for item in done))
 
 
 def input_missing(errors: Sequence[LoadIssue]) -> bool:
@@ -333,3 +343,56 @@ def prune(index: Index, sources: list[SourceFile], known: dict[str, str], errors
     report.files_removed = len(gone) + len(unfinished)
 
 
+def same_ids(sources: list[SourceFile], known: dict[str, str], index: Any, notes: list[FileFailure],
+             failures: list[FileFailure], replacing: bool) -> tuple[list[SourceFile], list[tuple[str, str]]]:
+    """``sources`` as they are to be indexed, and ``(old id, new id)`` of those to retire once they are.
+
+    A file already in the index under another id is recognised by the real path its documents
+    recorded: named as ``.`` then ``docs`` it keeps the id it was first stored under (a note says
+    so), one file and one document instead of one per spelling. One stored under an absolute path
+    (what an older contextkit made of an absolute folder) takes its new id, relative to the folder
+    named: its chunks are stored again under it (vectors reused from the index, nothing embedded) and
+    the old id is retired after the run. A file whose id is indexed from another file that is still
+    there (``/a/docs`` then ``/b/docs``: both ``docs/...``) is not read: a failure names both, and
+    the indexed one is kept, unless ``replacing`` (``--prune``: what is not an input goes anyway).
+    Shared by the ingest and its preview (``--dry-run``), which must count files alike."""
+    if not known:
+        return sources, []
+    recorded = index.store.file_sources()  # {file id: the real path its documents recorded}
+    taken = {s.doc_id for s in sources}
+    by_path: dict[str, str] = {}
+    for file, source in recorded.items():
+        if file in known and file not in taken:
+            by_path.setdefault(source, file)
+    out: list[SourceFile] = []
+    retired: list[tuple[str, str]] = []
+    for src in sources:
+        real, first = src.shown_path, by_path.get(src.shown_path)
+        if first is not None and _absolute_id(first) and not _absolute_id(src.doc_id):
+            retired.append((by_path.pop(real), src.doc_id))
+            out.append(src)
+        elif first is not None and src.doc_id not in known:
+            notes.append(FileFailure(path=src.doc_id, reason=f"already indexed as {first}: kept as {first}"))
+            out.append(replace(src, doc_id=by_path.pop(real)))
+        elif src.doc_id in known and not replacing and _elsewhere(recorded.get(src.doc_id), real):
+            failures.append(FileFailure(path=src.doc_id, reason=(
+                f"this id is indexed from {recorded[src.doc_id]}, which is still there: not replaced by {real} "
+                "(ingest folders whose names differ, or --prune to replace it)")))
+        else:
+            out.append(src)
+    return out, retired
+
+
+def _absolute_id(file: str) -> bool:
+    """Whether ``file`` is an id an older contextkit made of a folder typed absolute or with ``..``."""
+    return file.startswith(("/", "../")) or (len(file) > 2 and file[1] == ":" and file[2] in "/\\")
+
+
+def _elsewhere(recorded: str | None, real: str) -> bool:
+    """Whether ``recorded`` (the real path an indexed file came from) is another file that still exists."""
+    if recorded is None or recorded == real or not os.path.isfile(recorded):
+        return False
+    try:
+        return not os.path.samefile(recorded, real)
+    except OSError:
+        return True

@@ -166,19 +166,29 @@ class IngestReport(BaseModel):
         return done == 0 and self.files_removed == 0
 
 
-#: What an :class:`IngestEvent` reports: the plan made, a file done, chunks embedded.
-IngestEventKind = Literal["plan", "file", "embedded"]
+#: What an :class:`IngestEvent` reports: the plan made, a batch chunked, chunks embedded, a file done.
+IngestEventKind = Literal["plan", "chunked", "embedded", "file"]
 
 
 @dataclass
 class IngestEvent:
-    """Progress, for a progress bar: ``kind`` is "plan", "file" or "embedded"."""
+    """Progress, for a progress bar. By ``kind``:
+
+    * "plan": ``files`` to do and their size in ``bytes``, once, before any work;
+    * "chunked": a batch read and chunked, before it is embedded: ``chunks`` and ``tokens`` made,
+      ``files`` (and their ``bytes``) whose last chunks are among them. Why: a batch takes minutes to
+      embed on a CPU, and "file" comes only after; this tells a bar how much work there is, so it can
+      show chunks embedded out of chunks known, and estimate the total (``bytes`` read of the plan's);
+    * "embedded": ``chunks`` given a vector (or found in the cache), a slice at a time;
+    * "file": a file (or one part of a streamed file) committed, its ``chunks`` and ``tokens``.
+    """
 
     kind: IngestEventKind
     files: int = 0
     chunks: int = 0
     tokens: int = 0
     path: str = ""
+    bytes: int = 0
 
 
 @dataclass

@@ -86,6 +86,8 @@ class Discovery:
     files: list[SourceFile] = field(default_factory=list)
     errors: list[LoadIssue] = field(default_factory=list)
     notes: list[LoadIssue] = field(default_factory=list)
+    #: ``{id: real path}`` of the files taken: two files never share an id (see :func:`_take`).
+    taken: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 def _glob_parts_match(pattern: Sequence[str], parts: Sequence[str]) -> bool:
@@ -105,10 +107,40 @@ def _glob_matches(rel_posix: str, glob: str) -> bool:
     return _glob_parts_match(pattern, rel_posix.split("/"))
 
 
-def _id_prefix(user_path: str | Path) -> str:
-    """The root as typed, normalised lexically to POSIX form; "" for the current directory."""
-    posix = PurePath(os.path.normpath(os.fspath(user_path))).as_posix()
-    return "" if posix == "." else storable_id(posix)
+def _id_prefixes(paths: Sequence[str | Path]) -> list[str]:
+    """Each input's id prefix. A path inside the working folder gives the path as typed, normalised
+    lexically to POSIX form ("" for the current directory): ``docs`` gives ``docs/a.md``. A path typed
+    absolute, or climbing out with ``..``, gives the folder's own name, and a file its folder's name and
+    its own (``/home/me/proj/docs`` gives ``docs/a.md``, and so does ``/home/me/proj/docs/a.md``), with as
+    many parent names more as make it differ from the other inputs': ``/a/docs`` beside ``/b/docs``
+    gives ``a/docs/...`` and ``b/docs/...``.
+
+    Why: ids reach every prompt as citations; an absolute local path (a user name, a home folder's
+    layout) is not something to send to a model provider, and ids relative to the folder named are
+    the same on every machine that indexes a copy of it."""
+    typed = [PurePath(os.path.normpath(os.fspath(p))).as_posix() for p in paths]
+    names = [PurePath(os.path.abspath(t)).parts[1:] if _outside(t) else None for t in typed]
+    real = [os.path.realpath(t) for t in typed]  # one folder named two ways is no clash
+
+    def at(j: int, n: int) -> str:
+        parts = names[j]
+        if parts is None:
+            return "" if typed[j] == "." else typed[j]
+        return "/".join(parts[-n:]) if n <= len(parts) else typed[j]
+
+    prefixes = []
+    for i, parts in enumerate(names):
+        n = 2 if parts is not None and os.path.isfile(typed[i]) else 1
+        while parts is not None and n <= len(parts) and any(
+                real[j] != real[i] and at(j, n) == at(i, n) for j in range(len(typed))):
+            n += 1
+        prefixes.append(storable_id(at(i, n)))
+    return prefixes
+
+
+def _outside(typed: str) -> bool:
+    """Whether a normalised path typed by the user lies outside the working folder (absolute, or ``..``)."""
+    return os.path.isabs(typed) or typed == ".." or typed.startswith("../")
 
 
 def _join_id(prefix: str, rel: str) -> str:
@@ -324,9 +356,9 @@ def discover(
     filt = _Filter(_patterns(glob), _patterns(skip), tuple(default_skip))
     seen: dict[str, str] = {}
     excluded = frozenset(os.path.realpath(os.fspath(p)) for p in exclude)
-    for user_path in paths:
+    for user_path, prefix in zip(paths, _id_prefixes(paths), strict=True):
         given = os.fspath(user_path)
-        shown, prefix = storable_id(str(given)), _id_prefix(user_path)
+        shown = storable_id(str(given))
         if not os.path.exists(given):
             reason = "broken symlink" if os.path.lexists(given) else "no such file or directory"
             found.errors.append(LoadIssue(shown, reason))
@@ -386,8 +418,12 @@ def _take_folder(found: Discovery, seen: dict[str, str], real: str, prefix: str,
 def _take(found: Discovery, seen: dict[str, str], real: str, doc_id: str, identity: tuple[int, int]) -> None:
     """Take the file at ``real`` under ``doc_id``, unless it was reached already (then a note)."""
     first = seen.get(real)
-    if first is None:
+    if first is None and doc_id in found.taken:  # e.g. ``docs`` and ``/elsewhere/docs`` reaching one name
+        found.errors.append(LoadIssue(doc_id, f"another file ({found.taken[doc_id]}) has this id: not read; "
+                                      "ingest the two folders apart, or name them by other paths"))
+    elif first is None:
         seen[real] = doc_id
+        found.taken[doc_id] = real
         found.files.append(SourceFile(Path(real), doc_id, identity))
     elif first != doc_id:
         found.notes.append(LoadIssue(doc_id, f"the same file as {first}: loaded once, as {first}"))

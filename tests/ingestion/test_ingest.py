@@ -36,7 +36,7 @@ class TestIngest:
         (small_corpus / "faiss.md").unlink()
         report = ingest([small_corpus], ix)
         assert (report.files_changed, report.files_unchanged, report.files_removed) == (1, 1, 0)
-        assert any(i.startswith(f"{small_corpus}/faiss.md") for i in chunk_ids(ix))  # kept without --prune
+        assert any(i.startswith(f"{small_corpus.name}/faiss.md") for i in chunk_ids(ix))  # kept without --prune
         report = ingest([small_corpus], ix, prune=True)
         assert report.files_removed == 1
         assert not any("faiss.md" in i for i in chunk_ids(ix))
@@ -185,13 +185,14 @@ class TestFirstHour:
 
     def test_the_same_file_under_another_name_stays_one_document(self, tmp_path, small_corpus, embedder,
                                                                monkeypatch):
-        monkeypatch.chdir(small_corpus.parent)
+        monkeypatch.chdir(small_corpus)
         ix = tmp_path / "ix"
-        ingest([small_corpus.name], ix, embedder=embedder)
+        ingest(["."], ix, embedder=embedder)  # ids bm25.txt, ...; the folder by name gives corpus/bm25.txt, ...
         report = ingest([small_corpus.resolve()], ix, embedder=embedder, prune=True)
         assert report.files_unchanged == 3 and report.chunks_added == report.files_removed == 0
-        assert sorted(n.path for n in report.notes) == sorted(
-            f"{small_corpus.resolve().as_posix()}/{rel}" for rel in ("bm25.txt", "faiss.md", "sub/cooking.rst"))
+        assert sorted((n.path, n.reason) for n in report.notes) == sorted(
+            (f"{small_corpus.name}/{rel}", f"already indexed as {rel}: kept as {rel}")
+            for rel in ("bm25.txt", "faiss.md", "sub/cooking.rst"))
         with Index.open(ix, read_only=True) as index:
             assert index.store.counts()["documents"] == 3
 

@@ -119,16 +119,17 @@ class TestRayIngest:
         replaced, same_text = sorted((copy / "peps").iterdir())[:2]
         replaced.write_text("Replaced.\n\nOne short paragraph now.\n", encoding="utf-8")
         same_text.write_bytes(b"\xef\xbb\xbf" + same_text.read_bytes())  # new bytes (a BOM), the same text
-        kept = [r for r in chunk_rows(ix) if r[1] == str(same_text)]
-        kept_vectors = chunk_vectors(ix)[[r[1] == str(same_text) for r in chunk_rows(ix)]]
+        same_id, replaced_id = (f"{copy.name}/{p.relative_to(copy).as_posix()}" for p in (same_text, replaced))
+        kept = [r for r in chunk_rows(ix) if r[1] == same_id]
+        kept_vectors = chunk_vectors(ix)[[r[1] == same_id for r in chunk_rows(ix)]]
         report = ingest([copy], ix, engine="ray")
         assert (report.files_changed, report.chunks_added) == (2, 1 + len(kept)) and report.chunks_removed > 1
         assert (report.embedding.cache_hits, report.embedding.model_inputs) == (len(kept), 1)
         rows = chunk_rows(ix)
         assert len({r[0] for r in rows}) == len(rows)
-        assert [r[0] for r in rows if r[1] == str(replaced)] == [f"{replaced}::0"]
-        assert [r for r in rows if r[1] == str(same_text)] == kept
-        np.testing.assert_allclose(chunk_vectors(ix)[[r[1] == str(same_text) for r in rows]], kept_vectors, atol=1e-6)
+        assert [r[0] for r in rows if r[1] == replaced_id] == [f"{replaced_id}::0"]
+        assert [r for r in rows if r[1] == same_id] == kept
+        np.testing.assert_allclose(chunk_vectors(ix)[[r[1] == same_id for r in rows]], kept_vectors, atol=1e-6)
 
     def test_files_above_the_stream_limit_are_streamed_on_the_driver_with_the_same_result(
             self, ray_cluster, corpus, local_index, embedder, tmp_path, caplog):

@@ -265,7 +265,7 @@ class TestStreamedIngest:
         (corpus / "big.txt").unlink()
         report = ingest([corpus], ix, embedder=embedder, prune=True, **STREAM)
         assert report.files_removed == 1 and report.chunks_removed == STREAM["batch_chunks"]
-        assert {r[1] for r in rows(ix)["chunks"]} == {f"{corpus}/small.md"}
+        assert {r[1] for r in rows(ix)["chunks"]} == {f"{corpus.name}/small.md"}
 
     def test_late_invalid_utf8_keeps_the_indexed_version(self, tmp_path: Path, corpus: Path, embedder) -> None:
         ix = tmp_path / "ix"

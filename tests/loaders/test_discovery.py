@@ -67,12 +67,33 @@ class TestIndexFolders:
 
 class TestReachedTwice:
     def test_the_same_file_by_two_names_is_listed_once_with_a_note(self, tree: Path) -> None:
-        found = discover(["docs", str((tree / "docs").resolve()), "docs/a.md"])
+        found = discover(["docs", "docs/guide/b.rst", "docs/guide"])
+        assert [f.doc_id for f in found.files] == ["docs/a.md", "docs/guide/b.rst"]
+        os.symlink(tree / "docs" / "a.md", tree / "alias.md")
+        found = discover(["docs", "alias.md"])
         assert [f.doc_id for f in found.files] == ["docs/a.md", "docs/guide/b.rst"]
         said = {n.path: n.reason for n in found.notes if "same file" in n.reason}
-        absolute = (tree / "docs").resolve().as_posix()
-        assert said == {f"{absolute}/a.md": "the same file as docs/a.md: loaded once, as docs/a.md",
-                        f"{absolute}/guide/b.rst": "the same file as docs/guide/b.rst: loaded once, as docs/guide/b.rst"}
+        assert said == {"alias.md": "the same file as docs/a.md: loaded once, as docs/a.md"}
+
+    def test_an_absolute_folder_gives_the_ids_of_the_folder_named(self, tree: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+        """Issue 31: on 6e3bcce ``/home/me/proj/docs`` gave ids ``/home/me/proj/docs/a.md``, and the
+        absolute local path went into every prompt as a citation."""
+        absolute = str((tree / "docs").resolve())
+        found = discover([absolute])
+        assert [f.doc_id for f in found.files] == ["docs/a.md", "docs/guide/b.rst"]
+        assert [f.doc_id for f in discover(["docs", absolute]).files] == ["docs/a.md", "docs/guide/b.rst"]
+        assert [f.doc_id for f in discover([str(tree / "docs" / "a.md")]).files] == ["docs/a.md"]
+        monkeypatch.chdir(tree / "docs" / "guide")
+        assert [f.doc_id for f in discover([".."]).files] == ["docs/a.md", "docs/guide/b.rst"]
+
+    def test_two_folders_of_one_name_keep_apart(self, tmp_path: Path) -> None:
+        for side in ("a", "b"):
+            write(tmp_path / side / "docs" / "x.md")
+        write(tmp_path / "c" / "x.md")
+        found = discover([tmp_path / "a" / "docs", tmp_path / "b" / "docs", tmp_path / "c" / "x.md"])
+        assert [f.doc_id for f in found.files] == ["a/docs/x.md", "b/docs/x.md", "c/x.md"]
+        assert found.errors == []
 
 
 class TestFollowedLinks:

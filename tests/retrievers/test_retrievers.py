@@ -73,7 +73,7 @@ class TestRetrievers:
         dense = DenseRetriever(index, embedder)
         hits = dense.retrieve("bread", k=5, filters=Filters(source_glob="*guide/*"))
         assert len(hits) == 2 and all("/guide/" in h.chunk.doc_id for h in hits)  # k honoured inside the filter
-        only = f"{folder}/cake.txt"
+        only = f"{folder.name}/cake.txt"
         assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("bread", 5, {"doc_ids": [only]})] == []
         assert [h.chunk.doc_id for h in dense.retrieve("bread", 5, {"doc_ids": [only]})] == [only]
         hits = HybridRetriever(index, embedder).retrieve("bread", 5, Filters(metadata={"format": "markdown"}))
@@ -132,7 +132,7 @@ class TestBM25Consistency:
         with Index.open(ix, read_only=True) as index:
             store_ids, bm25_ids = self.ids(index)
             assert store_ids == bm25_ids and len(store_ids) == len(index) == 3
-            assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("zebras", 3)] == [f"{folder}/d1.txt"]
+            assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("zebras", 3)] == [f"{folder.name}/d1.txt"]
             assert BM25Retriever(index).retrieve("topic2", 3) == []
             meta = json.loads((ix / index.manifest.file("bm25/meta.json")).read_text())
             assert meta["generation"] == index.store.generation()
@@ -155,7 +155,7 @@ class TestBM25Consistency:
         shutil.rmtree(ix / bm25_folder())
         shutil.copytree(stale, ix / bm25_folder())  # as if a crash hit between the store commit and the BM25 save
         with Index.open(ix, read_only=True) as index:
-            assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("charlie", 3)] == [f"{folder}/b.txt"]
+            assert [h.chunk.doc_id for h in BM25Retriever(index).retrieve("charlie", 3)] == [f"{folder.name}/b.txt"]
             store_ids, bm25_ids = self.ids(index)
             assert store_ids == bm25_ids
 

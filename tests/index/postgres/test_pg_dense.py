@@ -9,6 +9,7 @@ copy; does a limit of 0 (or one the index exceeds) fall back to the database's s
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import numpy as np
@@ -163,5 +164,7 @@ def test_a_limit_the_index_exceeds_falls_back_to_the_database(twins: tuple[str, 
 def test_a_limit_that_is_not_a_number_keeps_the_default(monkeypatch: pytest.MonkeyPatch,
                                                          caplog: pytest.LogCaptureFixture) -> None:
     monkeypatch.setenv(MAX_BYTES_ENV, "lots")
+    # Ray's logging setup (tests/ingestion/test_ray.py, when it runs first) disables loggers made before it
+    monkeypatch.setattr(logging.getLogger(VectorCopy.__module__), "disabled", False)
     assert VectorCopy(384).max_bytes == 512 * 2**20
     assert MAX_BYTES_ENV in caplog.text

@@ -347,7 +347,7 @@ def test_prune_removes_only_under_its_own_inputs(corpus: Path, embedder, pg_dsn:
     assert report.files_removed == 1
     with Index.open(pg_dsn, read_only=True) as index:
         kept = index.store.file_hashes()
-    assert len(kept) == 7 and sum(str(theirs) in f for f in kept) == 4
+    assert len(kept) == 7 and sum(f.startswith("theirs/") for f in kept) == 4
 
 
 def test_a_database_without_pgvector_is_named_in_the_error(pg_server: str) -> None:

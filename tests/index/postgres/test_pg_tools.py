@@ -91,7 +91,7 @@ def test_the_cli_with_a_dsn_never_prints_the_password(pg_server: str, small_corp
         assert "Sup3rSecret" not in run.stdout + run.stderr
         assert "Traceback" not in run.stderr
     assert [r.returncode for r in runs] == [0, 0, 0, 0, 0, 0, 1, 1], [r.stderr[-300:] for r in runs]
-    first = json.loads(runs[1].stdout.splitlines()[0])  # one JSON line per hit
+    first = json.loads(runs[1].stdout)["hits"][0]
     assert "cooking.rst" in first["id"]
     info = json.loads(runs[2].stdout)
     assert info["backend"] == "postgresql" and info["counts"]["files"] == 3

@@ -263,10 +263,10 @@ class TestRetriever:
     def test_open_index_filters_and_empty_results(self, ck_index, embedder):
         path, folder = ck_index
         with Index.open(path, read_only=True) as index:
-            pasta = str(folder / "pasta.txt")
+            pasta = f"{folder.name}/pasta.txt"  # ids are relative to the folder named
             only_pasta = ContextKitRetriever(index, mode="dense", embedder=embedder, filters={"doc_ids": [pasta]})
             assert {h.node.ref_doc_id for h in only_pasta.retrieve("bread dough")} == {pasta}
-            li_filters = MetadataFilters(filters=[MetadataFilter(key="doc_id", value=[str(folder / "faiss.md")],
+            li_filters = MetadataFilters(filters=[MetadataFilter(key="doc_id", value=[f"{folder.name}/faiss.md"],
                                                                  operator=FilterOperator.IN)])
             only_faiss = ContextKitRetriever(index, mode="bm25", filters=li_filters)
             assert [_name(h) for h in only_faiss.retrieve("vectors ids")] == ["faiss.md"]
