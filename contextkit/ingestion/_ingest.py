@@ -171,7 +171,7 @@ def _retire(index: Any, retired: list[tuple[str, str]], known: dict[str, str], r
         return
     with index.transaction():
         for old in done:
-            index.delete_file(old)
+            report.chunks_removed += index.delete_file(old)
             known.pop(old, None)
     report.notes.append(FileFailure(
         path=f"({len(done):,} file{'s' * (len(done) != 1)})",

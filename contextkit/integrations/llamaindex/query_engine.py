@@ -5,11 +5,16 @@ streaming=True)``: when a synthesizer is given, LlamaIndex's
 ``RetrieverQueryEngine.from_args`` drops ``streaming=``, ``text_qa_template=``
 and ``response_mode=`` without a word (they only configure the synthesizer it
 would have built). This function hands them to the contextkit synthesizer
-instead, and refuses the ones it does not support.
+instead, and refuses the ones it does not support: the multi-call synthesizers' options
+(``refine_template``, ``summary_template``, ``output_cls``, ``use_async``...) have no use in
+contextkit's one call, and an option the retriever does not take (``similarty_top_k``) would
+otherwise vanish into ``as_retriever(**kwargs)``, which LlamaIndex never checks.
 """
 
 from __future__ import annotations
 
+import difflib
+import inspect
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -32,6 +37,7 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
     """A ``RetrieverQueryEngine`` over an index (``as_retriever(**retriever_kwargs)``) or a retriever,
     answering with a :class:`ContextKitSynthesizer` built with ``streaming``, ``text_qa_template`` and
     ``response_mode`` (``compact`` or ``simple_summarize``; others are refused)."""
+    _refuse_synthesizer_options(retriever_kwargs)
     llm = llm or Settings.llm
     if isinstance(index_or_retriever, BaseRetriever):
         if retriever_kwargs:
@@ -40,6 +46,7 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
         retriever = index_or_retriever
     elif hasattr(index_or_retriever, "as_retriever"):
         retriever = index_or_retriever.as_retriever(**retriever_kwargs)
+        _refuse_unknown(retriever_kwargs, index_or_retriever, retriever)
     else:
         raise InvalidArgumentError(f"expected a LlamaIndex index or retriever, not {type(index_or_retriever).__name__}")
     synthesizer = ContextKitSynthesizer(llm=llm, streaming=streaming, text_qa_template=text_qa_template,
@@ -48,3 +55,48 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
     return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synthesizer,
                                 node_postprocessors=node_postprocessors,
                                 callback_manager=callback_manager or Settings.callback_manager)
+
+
+#: What ``as_query_engine`` / ``get_response_synthesizer`` take for LlamaIndex's own synthesizers, and
+#: why contextkit's one call has no use for it.
+_SYNTHESIZER_ONLY = {
+    "refine_template": "contextkit makes one LLM call (no refine step); text_qa_template is its template",
+    "summary_template": "contextkit makes one LLM call (no tree summary); text_qa_template is its template",
+    "simple_template": "text_qa_template is contextkit's template",
+    "chat_content_qa_template": "text_qa_template is contextkit's template",
+    "chat_content_refine_template": "contextkit makes one LLM call (no refine step)",
+    "output_cls": "structured outputs are not supported by contextkit's synthesizer; call llm.structured_predict "
+                  "on the response, or use LlamaIndex's synthesizer",
+    "use_async": "contextkit makes one LLM call; aquery() runs it asynchronously",
+    "structured_answer_filtering": "contextkit makes one LLM call (no per-chunk answers to filter)",
+    "prompt_helper": "the budget comes from the LLM's context_window (synthesizer_options={'budget': ...})",
+    "program_factory": "structured outputs are not supported by contextkit's synthesizer",
+}
+
+
+def _refuse_synthesizer_options(options: dict[str, Any]) -> None:
+    """A LlamaIndex synthesizer option given to contextkit's: refused by name, with what to do instead."""
+    given = sorted(set(options) & set(_SYNTHESIZER_ONLY))
+    if given:
+        raise InvalidArgumentError("; ".join(f"{name}: {_SYNTHESIZER_ONLY[name]}" for name in given))
+
+
+def _refuse_unknown(options: dict[str, Any], index: Any, retriever: Any) -> None:
+    """An option neither ``index.as_retriever`` nor the retriever it built names: a misspelling, refused
+    with the nearest name (LlamaIndex's retrievers take ``**kwargs`` and drop what they do not know)."""
+    known = _named_parameters(index.as_retriever) | {
+        name for cls in type(retriever).__mro__ if "__init__" in vars(cls) for name in _named_parameters(vars(cls)["__init__"])}
+    unknown = sorted(set(options) - known)
+    if not unknown:
+        return
+    hints = [f"{name!r}" + (f" (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(
+        name, sorted(known), n=1)) else "") for name in unknown]
+    raise InvalidArgumentError(f"unknown option(s) for {type(retriever).__name__}: {', '.join(hints)}")
+
+
+def _named_parameters(function: Any) -> set[str]:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: nothing to check against
+        return set()
+    return {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
