@@ -301,25 +301,18 @@ def _relevance_anchor(retriever: Retriever, scores: list[float]) -> float | None
 
 def _with_similarity(items: list[EvidenceItem], retriever: Retriever, query: str, n: int,
                      filters: Filters | None) -> list[EvidenceItem]:
-    """The items with their query similarity (the dense cosine), for the relevance gate's off-topic check.
-
-    A dense retriever's scores are that similarity; a hybrid one's are fused and relative (the
-    best hit scores about 1 whatever the question), so its dense half is asked once more (the
-    query's embedding is cached). A hit outside the dense top ``n`` gets the lowest similarity
-    seen (it ranks below them all); a retriever with no dense part (BM25) leaves them unknown.
-    """
+    """The items with their query similarity (the dense cosine), for the relevance gate's off-topic check
+    (:func:`~contextkit.retrievers.dense.query_similarities`; a BM25 retriever leaves them unknown)."""
     from dataclasses import replace
 
-    from contextkit.retrievers.dense import DenseRetriever
+    from contextkit.retrievers.dense import query_similarities
 
-    dense = retriever if isinstance(retriever, DenseRetriever) else getattr(retriever, "dense", None)
-    if not isinstance(dense, DenseRetriever) or not items:
+    if not items:
         return items
-    if dense is retriever:
-        return [replace(it, similarity=it.score) for it in items]
-    sims = {hit.chunk.id: float(hit.score) for hit in dense.retrieve(query, max(n, 1), filters)}
-    low = min(sims.values(), default=None)
-    return [replace(it, similarity=sims.get(it.id, low)) for it in items]
+    sims = query_similarities(retriever, query, [it.id for it in items], [it.score or 0.0 for it in items], n, filters)
+    if sims is None:
+        return items
+    return [replace(it, similarity=sims[it.id]) for it in items]
 
 
 def _tool_sections(results: list[str | tuple[str, str]]) -> list[Section]:

@@ -17,6 +17,7 @@ the evidence is assembled again, smaller, if the whole does not fit.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +40,7 @@ from contextkit.assembly.sections import Section
 from contextkit.core.errors import BudgetError, InvalidArgumentError
 from contextkit.core.records import EvidenceItem, Message
 from contextkit.core.tokenizers import Tokenizer
-from contextkit.integrations.llamaindex.convert import CONTEXTKIT_KEYS
+from contextkit.integrations.llamaindex.convert import CONTEXTKIT_KEYS, MIN_SIMILARITY_KEY, SIMILARITY_KEY
 
 __all__ = [
     "BLOCK_VARS",
@@ -69,6 +70,9 @@ _REFUSED_OPTIONS = {
     "budget": "the budget comes from the LLM's metadata; use reserve_tokens= to keep room",
     "mode": "retrieval is the engine's retriever", "k": "retrieval is the engine's retriever",
 }
+
+
+log = logging.getLogger(__name__)
 
 
 def default_qa_template() -> SelectorPromptTemplate:
@@ -154,11 +158,24 @@ def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[EvidenceItem]:
         offsets_ok = start is not None and end is not None and end - start == len(text)
         plain: dict[str, Any] = {k: v for k, v in meta.items() if isinstance(v, str | int | float)}
         plain["attributes"] = _visible_metadata(nws, source)
+        similarity = meta.get(SIMILARITY_KEY)
         items.append(EvidenceItem(
             id=node.node_id or f"node-{i}", text=text, source=source, score=nws.score,
             doc_id=node.ref_doc_id if offsets_ok else None, start=start if offsets_ok else None,
-            end=end if offsets_ok else None, metadata=plain))
+            end=end if offsets_ok else None, metadata=plain,
+            similarity=float(similarity) if isinstance(similarity, int | float) else None))
     return items
+
+
+def _off_topic_bar(evidence: Sequence[EvidenceItem], options: dict[str, Any]) -> None:
+    """``min_similarity`` from the nodes when the caller set none: the bar ``ContextKitRetriever`` recorded
+    for its index (the lowest, if several). Nodes from other retrievers carry no similarity and no bar:
+    their scores (another model's cosine, BM25, fused ranks) cannot be judged by one, so the gate is then
+    relative only."""
+    bars = [it.metadata.get(MIN_SIMILARITY_KEY) for it in evidence if it.similarity is not None]
+    known = [float(b) for b in bars if isinstance(b, int | float)]
+    if known and "min_similarity" not in options:
+        options["min_similarity"] = min(known)
 
 
 def _with_attributes(block: str, items: Sequence[EvidenceItem], fmt: str, item_tag: str) -> str:
@@ -251,7 +268,8 @@ def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget:
     options = dict(options or {})
     # The app's retriever and postprocessors chose these nodes (similarity_top_k, a budget): fill the
     # window with them, as LlamaIndex's own synthesizers send them all, unless told otherwise.
-    options.setdefault("fill", "budget")
+    options.setdefault("fill", "relevant")
+    _off_topic_bar(evidence, options)
     opts = AssemblyOptions(**{k: v for k, v in options.items() if k in AssemblyOptions.model_fields and
                               k != "tokenizer"})
     helpers: dict[str, Any] = {}
@@ -275,6 +293,8 @@ def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget:
         variables["query_str"] = query
         sent, tokens = _sent(template, llm, tok, variables)
         if tokens <= budget:
+            for warning in result.report.warnings:  # an app reads logs, not each response's report
+                log.warning("contextkit: %s", warning)
             return PromptBuild(variables, sent, tokens, budget, result)
         # The template, system prompt and attributes took more: assemble smaller, by more each time (the
         # assembler cuts at sentence ends, so a step of a few tokens may change nothing).

@@ -75,6 +75,7 @@ __all__ = [
     "filters_from_llamaindex",
     "ingest_llamaindex_documents",
     "link_neighbours",
+    "mark_similarity",
     "node_from_chunk",
     "nodes_from_chunks",
     "scored_chunks_from_nodes",
@@ -92,7 +93,14 @@ TOKENS_KEY = "contextkit_token_count"
 TOTAL_TOKENS_KEY = "contextkit_total_tokens"  # only when a header was embedded with the chunk
 HEADER_KEY = "contextkit_chunk_header"  # only when non-empty
 SOURCE_KEY = "source"  # only on retrieved nodes, from the index's documents table, unless the document has one
-CONTEXTKIT_KEYS = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_KEY, HEADER_KEY, SOURCE_KEY)
+#: Set by ``ContextKitRetriever`` on the nodes it returns (hidden from the LLM and the embedding model):
+#: each node's query similarity (the dense cosine) and the index's off-topic bar, so the plug-in's
+#: relevance gate can tell an off-topic question as ``ContextAssembler`` does (see :func:`mark_similarity`).
+SIMILARITY_KEY = "contextkit_similarity"
+MIN_SIMILARITY_KEY = "contextkit_min_similarity"
+
+CONTEXTKIT_KEYS = (CHUNK_ID_KEY, DOC_ID_KEY, ORDINAL_KEY, TOKENS_KEY, TOTAL_TOKENS_KEY, HEADER_KEY, SOURCE_KEY,
+                   SIMILARITY_KEY, MIN_SIMILARITY_KEY)
 _PER_CHUNK_KEYS = frozenset(CONTEXTKIT_KEYS) - {SOURCE_KEY}  # ``source`` may be the document's own metadata
 
 #: Chunk metadata key under which ``ContextKitVectorStore`` keeps the whole LlamaIndex node (metadata of every
@@ -159,6 +167,16 @@ def _bookkeeping(chunk: Chunk, source: str | None) -> dict[str, Any]:
 
 #: The keys SimpleDirectoryReader keeps out of the LLM's and the embedding's view.
 _READER_HIDDEN = ("file_name", "file_type", "file_size", "creation_date", "last_modified_date", "last_accessed_date")
+
+
+def mark_similarity(node: BaseNode, similarity: float, min_similarity: float) -> None:
+    """Record on ``node`` its query similarity and the index's off-topic bar, hidden from the LLM and the
+    embedding model. Why on the node: a LlamaIndex pipeline hands the synthesizer nodes and scores only,
+    and a node's score may be fused or BM25 (no cosine), which no bar can judge."""
+    node.metadata[SIMILARITY_KEY] = float(similarity)
+    node.metadata[MIN_SIMILARITY_KEY] = float(min_similarity)
+    for hidden in (node.excluded_llm_metadata_keys, node.excluded_embed_metadata_keys):
+        _add_missing(hidden, (SIMILARITY_KEY, MIN_SIMILARITY_KEY))
 
 
 def node_from_chunk(chunk: Chunk, *, source: str | None = None, node_id: str | None = None,

@@ -26,16 +26,19 @@ from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
+from contextkit.assembly.relevance import index_min_similarity
 from contextkit.core.errors import InvalidArgumentError
 from contextkit.core.records import ScoredChunk
 from contextkit.embedders import Embedder, embedder_for
 from contextkit.index import Index
 from contextkit.integrations.llamaindex.convert import (
     filters_from_llamaindex,
+    mark_similarity,
     node_from_chunk,
 )
 from contextkit.retrievers import Filters, RetrievalError, make_retriever
 from contextkit.retrievers.base import Retriever
+from contextkit.retrievers.dense import query_similarities
 
 __all__ = ["ContextKitRetriever", "Mode"]
 
@@ -139,10 +142,17 @@ class ContextKitRetriever(BaseRetriever):
         hits = self.search(query_bundle.query_str)
         if not hits:
             return []
-        index, _ = self._for_this_thread()
+        index, searcher = self._for_this_thread()
         sources = _sources(index, {h.chunk.doc_id for h in hits})
-        return [NodeWithScore(node=node_from_chunk(h.chunk, source=sources.get(h.chunk.doc_id)), score=h.score)
-                for h in hits]
+        nodes = [NodeWithScore(node=node_from_chunk(h.chunk, source=sources.get(h.chunk.doc_id)), score=h.score)
+                 for h in hits]
+        sims = query_similarities(searcher, query_bundle.query_str, [h.chunk.id for h in hits],
+                                  [h.score for h in hits], self.similarity_top_k, self.filters)
+        if sims is not None:  # dense or hybrid: the synthesizer's gate can tell an off-topic question
+            bar = index_min_similarity(index)
+            for hit, node in zip(hits, nodes):
+                mark_similarity(node.node, sims[hit.chunk.id], bar)
+        return nodes
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         """The synchronous search, on the calling thread.
