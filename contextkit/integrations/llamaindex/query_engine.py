@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import difflib
 import inspect
+import warnings
 from typing import Any
 
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -38,6 +39,7 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
     answering with a :class:`ContextKitSynthesizer` built with ``streaming``, ``text_qa_template`` and
     ``response_mode`` (``compact`` or ``simple_summarize``; others are refused)."""
     _refuse_synthesizer_options(retriever_kwargs)
+    _warn_budget_not_last(node_postprocessors or [])
     llm = llm or Settings.llm
     if isinstance(index_or_retriever, BaseRetriever):
         if retriever_kwargs:
@@ -100,3 +102,15 @@ def _named_parameters(function: Any) -> set[str]:
     except (TypeError, ValueError):  # a builtin without a signature: nothing to check against
         return set()
     return {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
+
+
+def _warn_budget_not_last(postprocessors: list[Any]) -> None:
+    """A ``ContextBudgetPostprocessor`` with others after it: they run on what it fitted (a sentence window
+    replaced, a reranker's extra text), so the budget no longer holds. Said once, naming them."""
+    from contextkit.integrations.llamaindex.postprocessor import ContextBudgetPostprocessor
+
+    budget = [i for i, p in enumerate(postprocessors) if isinstance(p, ContextBudgetPostprocessor)]
+    after = [type(p).__name__ for p in postprocessors[budget[0] + 1:]] if budget else []
+    if after:
+        warnings.warn(f"ContextBudgetPostprocessor runs before {', '.join(after)}: what they change is not in its "
+                      "budget (put it last in node_postprocessors)", UserWarning, stacklevel=3)

@@ -46,3 +46,20 @@ def test_the_retrievers_own_options_still_reach_it(node_index):
     response = contextkit_query_engine(node_index, llm, similarity_top_k=1, vector_store_query_mode="default"
                                        ).query("Why does FAISS keep ids?")
     assert len(response.source_nodes) == 1
+
+
+def test_a_budget_postprocessor_before_others_is_warned_about(node_index):
+    from llama_index.core.postprocessor import MetadataReplacementPostProcessor
+
+    from contextkit.integrations.llamaindex import ContextBudgetPostprocessor
+
+    window = MetadataReplacementPostProcessor(target_metadata_key="window")
+    with pytest.warns(UserWarning, match="runs before MetadataReplacementPostProcessor"):
+        contextkit_query_engine(node_index, RecordingChatLLM(), node_postprocessors=[
+            ContextBudgetPostprocessor(token_budget=500), window])
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the right order says nothing
+        contextkit_query_engine(node_index, RecordingChatLLM(), node_postprocessors=[
+            window, ContextBudgetPostprocessor(token_budget=500)])
