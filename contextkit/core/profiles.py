@@ -9,14 +9,18 @@ count is an estimate of the provider's, typically within 10-20%, so those
 profiles also keep a larger share of the window in reserve.
 
 Prices are the providers' published list prices in US dollars per million
-input tokens as we last knew them (for long-context tiers, the long-prompt
-price). They change often and are not checked at run time (no network): set your
-own with ``register_profile(..., replace=True)`` when cost matters.
+tokens as we last knew them (for long-context tiers, the long-prompt price):
+input, and where confirmed output, cache reads (``cached_input_price_per_million``)
+and Anthropic's cache writes (``cache_write_price_per_million``). A price left
+None is unknown, never 0. They change often and are not checked at run time (no
+network): set your own with ``register_profile(..., replace=True)`` when cost matters.
 """
 
 from __future__ import annotations
 
-from pydantic import BaseModel, Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from contextkit.core.config import DEFAULT_TOKENIZER
 from contextkit.core.errors import InvalidArgumentError, ProfileError
@@ -25,7 +29,12 @@ __all__ = ["ModelProfile", "ProfileError", "get_profile", "list_profiles", "regi
 
 
 class ModelProfile(BaseModel):
-    """What the assembler needs to know about a model."""
+    """What the assembler needs to know about a model, and what its tokens cost.
+
+    Unknown fields are refused (a misspelt price would otherwise be dropped and its cost silently lost).
+    """
+
+    model_config = ConfigDict(extra="forbid")
 
     name: str
     context_window: int = Field(gt=0, description="tokens the model reads, prompt and answer together")
@@ -35,6 +44,26 @@ class ModelProfile(BaseModel):
     safety_margin: float = Field(default=0.0, ge=0, lt=0.5,
                                  description="share of the prompt budget left unused when the count is an estimate")
     input_price_per_million: float | None = Field(default=None, ge=0, description="USD per 1M input tokens")
+    output_price_per_million: float | None = Field(default=None, ge=0, description="USD per 1M output tokens")
+    cached_input_price_per_million: float | None = Field(
+        default=None, ge=0, description="USD per 1M input tokens read from the provider's prompt cache")
+    cache_write_price_per_million: float | None = Field(
+        default=None, ge=0, description="USD per 1M input tokens written to the cache (Anthropic; None elsewhere)")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _known_fields(cls, data: Any) -> Any:
+        """Name an unknown field and the field it most likely meant (pydantic's own message does not)."""
+        if isinstance(data, dict):
+            import difflib
+
+            unknown = sorted(str(key) for key in data if key not in cls.model_fields)
+            if unknown:
+                hints = [f"{key!r}" + (f" (did you mean {close[0]!r}?)" if (close := difflib.get_close_matches(
+                    key, list(cls.model_fields), n=1, cutoff=0.8)) else "") for key in unknown]
+                raise InvalidArgumentError(f"ModelProfile has no field {', '.join(hints)}; its fields are "
+                                           f"{', '.join(cls.model_fields)}")
+        return data
 
     @model_validator(mode="after")
     def _fits(self) -> ModelProfile:
@@ -55,12 +84,42 @@ class ModelProfile(BaseModel):
             return None
         return tokens * self.input_price_per_million / 1_000_000
 
+    def input_cost(self, tokens: int, cached: int = 0, cache_write: int = 0) -> float | None:
+        """Input cost in USD of a prompt of ``tokens`` in all, ``cached`` of them read from the cache and
+        ``cache_write`` written to it; None without an input price.
 
-def _approx(name: str, window: int, output: int, price: float | None, tokenizer: str = "o200k_base") -> ModelProfile:
+        Each part at its own price: cache reads at the cached price, cache writes at the write price, the
+        rest at the input price. A cache price the profile lacks falls back to the input price, so an
+        unknown discount overstates the cost rather than hiding part of it.
+        """
+        if self.input_price_per_million is None:
+            return None
+        base = self.input_price_per_million
+        read = self.cached_input_price_per_million if self.cached_input_price_per_million is not None else base
+        write = self.cache_write_price_per_million if self.cache_write_price_per_million is not None else base
+        uncached = max(tokens - cached - cache_write, 0)
+        return (uncached * base + cached * read + cache_write * write) / 1_000_000
+
+    def output_cost(self, tokens: int) -> float | None:
+        """Output cost in USD, or None without an output price."""
+        if self.output_price_per_million is None:
+            return None
+        return tokens * self.output_price_per_million / 1_000_000
+
+
+def _approx(name: str, window: int, output: int, price: float | None, tokenizer: str = "o200k_base",
+            **prices: float) -> ModelProfile:
     return ModelProfile(name=name, context_window=window, reserved_output=output, tokenizer=tokenizer,
-                        exact_tokenizer=False, safety_margin=0.1, input_price_per_million=price)
+                        exact_tokenizer=False, safety_margin=0.1, input_price_per_million=price, **prices)
 
 
+# Output and cache prices are set only where a provider's own pricing page confirmed them, checked
+# 2026-12-03; the others stay None (unknown), with the input prices as before.
+# - claude-sonnet-4, claude-haiku-3.5: https://platform.claude.com/docs/zh-CN/about-claude/pricing
+#   (base input / 5m cache writes / cache hits / output). Cache writes are priced at the 5-minute rate;
+#   1-hour writes cost more (Sonnet 4: $6, Haiku 3.5: $1.6), which the usage fields do not tell apart.
+# - Not confirmed from a provider's page, left None: OpenAI (gpt-4o, gpt-4o-mini, gpt-4-turbo, gpt-4.1,
+#   gpt-4.1-mini), claude-sonnet-4-1m (long-context tier), Gemini (gemini-2.5-pro, gemini-1.5-pro).
 _BUILTIN = [
     ModelProfile(name="gpt-4o", context_window=128_000, reserved_output=16_384, tokenizer="o200k_base",
                  input_price_per_million=2.50),
@@ -72,9 +131,11 @@ _BUILTIN = [
                  input_price_per_million=2.00),
     ModelProfile(name="gpt-4.1-mini", context_window=1_047_576, reserved_output=32_768, tokenizer="o200k_base",
                  input_price_per_million=0.40),
-    _approx("claude-sonnet-4", 200_000, 16_000, 3.00),
+    _approx("claude-sonnet-4", 200_000, 16_000, 3.00, output_price_per_million=15.00,
+            cached_input_price_per_million=0.30, cache_write_price_per_million=3.75),
     _approx("claude-sonnet-4-1m", 1_000_000, 32_000, 6.00),
-    _approx("claude-haiku-3.5", 200_000, 8_192, 0.80),
+    _approx("claude-haiku-3.5", 200_000, 8_192, 0.80, output_price_per_million=4.00,
+            cached_input_price_per_million=0.08, cache_write_price_per_million=1.00),
     _approx("gemini-2.5-pro", 1_048_576, 65_536, 2.50),
     _approx("gemini-1.5-pro", 2_097_152, 8_192, 2.50),
     _approx("llama-3.1-8b-instruct", 131_072, 4_096, None, tokenizer="cl100k_base"),

@@ -12,8 +12,8 @@ Kept apart from the retry loop so that the loop reads as the policy it is. Three
   loop it first ran on). To an LLM with sync methods only, which no one can stop (a Python thread
   cannot be killed), it runs on a pool of at most :data:`SYNC_WORKERS` daemon threads, each ending
   when idle; a call still queued when its time is up never starts. Without a timeout, no thread;
-* tokens are the provider's when the response reports them (``raw.usage`` or LlamaIndex's
-  ``additional_kwargs``), else counted with the tokenizer of the model profile that matches
+* tokens are the provider's when the response reports them (``raw.usage``, ``raw.usage_metadata`` or
+  LlamaIndex's ``additional_kwargs``), cache reads and writes apart (:func:`reported_usage`), else counted with the tokenizer of the model profile that matches
   ``metadata.model_name`` (cl100k_base, and no cost, when none does).
 """
 
@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # pragma: no cover  (imported when first needed: profiles and
     from contextkit.core.profiles import ModelProfile
     from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["Request", "call_sync", "model_name", "usage_for"]
+__all__ = ["Reported", "Request", "call_sync", "model_name", "reported_usage", "usage_for"]
 
 _TOKENIZERS: dict[str, Tokenizer] = {}
 _PROFILES: dict[str, ModelProfile | None] = {}
@@ -321,21 +321,94 @@ _LOOP = _EventLoop()
 # --------------------------------------------------------------------------- tokens and cost
 
 
-def reported_tokens(response: Any) -> tuple[int, int] | None:
-    """(input, output) tokens as the provider reported them, or None."""
-    sources = [getattr(response, "additional_kwargs", None)]
-    raw = getattr(response, "raw", None)
-    sources.append(raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None))
-    for source in sources:
-        if source is None:
-            continue
-        get = source.get if isinstance(source, dict) else lambda key, s=source: getattr(s, key, None)
-        pairs = (("prompt_tokens", "completion_tokens"), ("input_tokens", "output_tokens"))
-        for a, b in pairs:
-            tin, tout = get(a), get(b)
-            if isinstance(tin, int) and isinstance(tout, int):
-                return tin, tout
+@dataclass(frozen=True)
+class Reported:
+    """Tokens as a provider reported them: ``input`` is the whole prompt (cached and cache writes included)."""
+
+    input: int
+    output: int
+    cached: int = 0
+    cache_write: int = 0
+
+
+def _get(source: Any, *names: str) -> Any:
+    """The first of ``names`` that ``source`` has, as a key (a dict) or an attribute (an SDK object)."""
+    for name in names:
+        value = source.get(name) if isinstance(source, dict) else getattr(source, name, None)
+        if value is not None:
+            return value
     return None
+
+
+def _count(source: Any, *names: str) -> int:
+    """An optional token count: 0 when absent (or not an int, as a mock's attribute)."""
+    value = _get(source, *names) if source is not None else None
+    return value if isinstance(value, int) else 0
+
+
+def _openai_chat(usage: Any) -> Reported | None:
+    """OpenAI chat completions: ``prompt_tokens`` includes ``prompt_tokens_details.cached_tokens``
+    (https://platform.openai.com/docs/guides/prompt-caching)."""
+    tin, tout = _get(usage, "prompt_tokens"), _get(usage, "completion_tokens")
+    if not isinstance(tin, int) or not isinstance(tout, int):
+        return None
+    return Reported(tin, tout, cached=_count(_get(usage, "prompt_tokens_details"), "cached_tokens"))
+
+
+def _input_output(usage: Any) -> Reported | None:
+    """``input_tokens``/``output_tokens``: OpenAI's Responses API, whose ``input_tokens`` includes
+    ``input_tokens_details.cached_tokens``, or Anthropic's Messages API, whose ``input_tokens`` are only
+    the tokens after the last cache breakpoint and exclude ``cache_read_input_tokens`` and
+    ``cache_creation_input_tokens`` (https://docs.anthropic.com/en/docs/build-with-claude/prompt-caching,
+    "Tracking cache performance"); without any cache field the two read alike."""
+    tin, tout = _get(usage, "input_tokens"), _get(usage, "output_tokens")
+    if not isinstance(tin, int) or not isinstance(tout, int):
+        return None
+    details = _get(usage, "input_tokens_details")
+    if details is not None and not isinstance(_get(usage, "cache_read_input_tokens"), int):
+        return Reported(tin, tout, cached=_count(details, "cached_tokens"))
+    read, write = _count(usage, "cache_read_input_tokens"), _count(usage, "cache_creation_input_tokens")
+    return Reported(tin + read + write, tout, cached=read, cache_write=write)
+
+
+def _gemini(metadata: Any) -> Reported | None:
+    """Gemini ``usage_metadata``: ``prompt_token_count`` includes ``cached_content_token_count``
+    (https://ai.google.dev/gemini-api/docs/caching); thinking tokens (``thoughts_token_count``) are
+    billed as output (https://ai.google.dev/gemini-api/docs/pricing)."""
+    tin = _get(metadata, "prompt_token_count", "promptTokenCount")
+    if not isinstance(tin, int):
+        return None
+    tout = (_count(metadata, "candidates_token_count", "candidatesTokenCount")
+            + _count(metadata, "thoughts_token_count", "thoughtsTokenCount"))
+    return Reported(tin, tout, cached=_count(metadata, "cached_content_token_count", "cachedContentTokenCount"))
+
+
+def _parse_usage(usage: Any) -> Reported | None:
+    if usage is None:
+        return None
+    return _openai_chat(usage) or _input_output(usage) or _gemini(usage)
+
+
+def reported_usage(response: Any) -> Reported | None:
+    """Tokens as the provider reported them, cache reads and writes apart, or None.
+
+    The raw response first (``raw.usage`` for OpenAI and Anthropic, ``raw.usage_metadata`` for Gemini;
+    ``raw`` a dict or an SDK object): only it has the cache fields. LlamaIndex's ``additional_kwargs``
+    (``prompt_tokens``/``completion_tokens``) comes last: for Anthropic it holds the uncached tokens only.
+    """
+    raw = getattr(response, "raw", None)
+    if raw is not None:
+        for key in ("usage", "usage_metadata", "usageMetadata"):
+            found = _parse_usage(_get(raw, key))
+            if found is not None:
+                return found
+    return _parse_usage(getattr(response, "additional_kwargs", None))
+
+
+def reported_tokens(response: Any) -> tuple[int, int] | None:
+    """(input, output) tokens as the provider reported them, or None; input includes cached tokens."""
+    found = reported_usage(response)
+    return None if found is None else (found.input, found.output)
 
 
 def profile_for(name: str) -> ModelProfile | None:
@@ -367,10 +440,6 @@ def _tokenizer(name: str) -> Tokenizer:
     return _TOKENIZERS[name]
 
 
-def _price(tokens: int, per_million: float | None) -> float | None:
-    return None if per_million is None else tokens * per_million / 1_000_000
-
-
 def _assembly_tokens(request: Request, chat: bool, tokenizer: str) -> int | None:
     """The assembly's own exact count of what was sent, when it counted with the same tokenizer."""
     report = request.assembly
@@ -386,19 +455,24 @@ def _assembly_tokens(request: Request, chat: bool, tokenizer: str) -> int | None
 
 
 def usage_for(model: str, request: Request, text: str, response: Any, chat: bool = False) -> Usage:
-    """Tokens and cost of one answered call to ``model`` (``chat``: it was sent as messages)."""
+    """Tokens and cost of one answered call to ``model`` (``chat``: it was sent as messages).
+
+    Each part at its price (see :meth:`ModelProfile.input_cost`): cache reads and writes cheaper or
+    dearer than the rest of the prompt, output at the output price, so the cost is the provider's bill.
+    """
     profile = profile_for(model)
     tokenizer = profile.tokenizer if profile is not None else DEFAULT_TOKENIZER
-    reported = reported_tokens(response)
+    reported = reported_usage(response)
     counted: Literal["reported", "counted"]
-    if reported is not None:
-        (tin, tout), counted = reported, "reported"
-    else:
+    if reported is None:
         assembled = _assembly_tokens(request, chat, tokenizer)
         tin = assembled if assembled is not None else _tokenizer(tokenizer).count(request.counted_text(chat))
-        tout, counted = _tokenizer(tokenizer).count(text), "counted"
-    in_cost = _price(tin, profile.input_price_per_million if profile is not None else None)
-    out_cost = _price(tout, getattr(profile, "output_price_per_million", None))
+        reported, counted = Reported(tin, _tokenizer(tokenizer).count(text)), "counted"
+    else:
+        counted = "reported"
+    in_cost = profile.input_cost(reported.input, reported.cached, reported.cache_write) if profile else None
+    out_cost = profile.output_cost(reported.output) if profile is not None else None
     known = [c for c in (in_cost, out_cost) if c is not None]
-    return Usage(input_tokens=tin, output_tokens=tout, counted=counted, tokenizer=tokenizer,
+    return Usage(input_tokens=reported.input, output_tokens=reported.output, cached_input_tokens=reported.cached,
+                 cache_write_tokens=reported.cache_write, counted=counted, tokenizer=tokenizer,
                  input_cost_usd=in_cost, output_cost_usd=out_cost, cost_usd=sum(known) if known else None)

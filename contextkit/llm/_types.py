@@ -20,15 +20,24 @@ FailureKind = Literal["error", "timeout", "invalid"]
 class Usage(BaseModel):
     """Tokens in and out and what they cost.
 
+    ``input_tokens`` is the whole prompt as the model read it: uncached tokens, plus
+    ``cached_input_tokens`` read from the provider's prompt cache, plus ``cache_write_tokens`` written
+    to it (Anthropic's cache creation), so a limit on tokens per request sees the prompt's real size
+    whatever the cache did. The two cache counts are parts of ``input_tokens``, not additions to it.
+
     ``counted`` says where the tokens come from (None: no answer yet): ``"reported"`` by the provider, or
     ``"counted"`` with the model profile's tokenizer (cl100k_base when no profile matches,
-    an estimate for models whose tokenizer is not public). A cost is None when the price is
-    unknown, never 0: ``input_cost_usd`` from the profile's input price, ``output_cost_usd``
-    from its output price where the profile has one; ``cost_usd`` is the sum of the known parts.
+    an estimate for models whose tokenizer is not public; no cache counts then). A cost is None when the
+    price is unknown, never 0: ``input_cost_usd`` prices each part of the prompt at the profile's price
+    for it (cache reads and writes at the input price where the profile has no cache price),
+    ``output_cost_usd`` comes from its output price where the profile has one; ``cost_usd`` is the sum
+    of the known parts.
     """
 
     input_tokens: int = 0
     output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
     counted: Literal["reported", "counted", "mixed"] | None = None
     tokenizer: str | None = None
     input_cost_usd: float | None = None
@@ -47,7 +56,9 @@ class Usage(BaseModel):
         counted = self.counted if other.counted in (None, self.counted) else (
             other.counted if self.counted is None else "mixed")
         return Usage(input_tokens=self.input_tokens + other.input_tokens,
-                     output_tokens=self.output_tokens + other.output_tokens, counted=counted,
+                     output_tokens=self.output_tokens + other.output_tokens,
+                     cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+                     cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens, counted=counted,
                      tokenizer=self.tokenizer or other.tokenizer,
                      input_cost_usd=add(self.input_cost_usd, other.input_cost_usd),
                      output_cost_usd=add(self.output_cost_usd, other.output_cost_usd),
