@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextkit.assembly._cut_forms import cut_passage
-from contextkit.assembly._prune import ELLIPSIS, GAP, head_and_tail
+from contextkit.assembly._prune import ELLIPSIS, GAP
 from contextkit.assembly._states import SUMMARY_ROLE, TAKEN, ItemStatus, Role, SectionStatus
+from contextkit.assembly._tool_cut import task_cut
 from contextkit.assembly.render import Renderer, cut_inside, plain_text
 from contextkit.assembly.sections import Section
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
@@ -359,10 +360,11 @@ class SectionFill:
         return result.summary or None
 
     def cut_text(self, body: str, max_tokens: int) -> str | None:
-        """A text section over its room: tool output keeps its head and tail (where errors are), the
-        cut marked; other text is cut at a sentence end."""
+        """A text section over its room: tool output keeps its head and tail and the lines between that bear
+        on the question (:func:`~contextkit.assembly._tool_cut.task_cut`), each cut marked; other text is cut
+        at a sentence end."""
         if self.section.role == Role.TOOL_RESULT:
-            return cut_inside(body, max_tokens, lambda t, n: head_and_tail(t, n, self.tokenizer), self.count)
+            return cut_inside(body, max_tokens, lambda t, n: task_cut(t, n, self.tokenizer, self.query), self.count)
         return self.truncate(body, max_tokens)
 
     def truncate(self, body: str, max_tokens: int) -> str | None:

@@ -296,13 +296,14 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
 
 
 def _hand_history(fills: list[SectionFill], history_summarizer: Any) -> None:
-    """History sections get the summarizer and the question (what the summary should keep)."""
+    """History sections get the summarizer and the question (what the summary should keep); evidence and
+    tool output the question (what a cut keeps)."""
     question = "\n".join(f.section.content for f in fills if f.section.role == Role.QUESTION and f.section.content)
     for f in fills:
         if f.section.messages is not None:
             f.summarizer, f.query = history_summarizer, question or None
-        elif f.section.items is not None:
-            f.query = question or None  # evidence pruned to fit keeps the sentences that bear on it
+        elif f.section.items is not None or f.section.role == Role.TOOL_RESULT:
+            f.query = question or None  # evidence pruned, or tool output cut, keeps what bears on it
 
 
 def _spend(fills: list[SectionFill], limit: int, opts: AssemblyOptions) -> list[SectionFill]:
