@@ -428,9 +428,10 @@ def _default_reserve(llm: Any, tok: Tokenizer, question_tokens: int) -> int:
         DEFAULT_TEXT_QA_PROMPT_SEL,
     )
     from llama_index.core.prompts.prompt_utils import get_empty_prompt_txt
-    from llama_index.core.response_synthesizers.refine import (
-        DEFAULT_RESPONSE_PADDING_SIZE,
-    )
+    from llama_index.core.response_synthesizers import refine
+
+    # The padding refine keeps free for the answer: 500 since llama-index-core 0.14.22, none before.
+    padding = int(getattr(refine, "DEFAULT_RESPONSE_PADDING_SIZE", 0))
 
     template = 0
     for selector in (DEFAULT_TEXT_QA_PROMPT_SEL, DEFAULT_REFINE_PROMPT_SEL):
@@ -440,7 +441,7 @@ def _default_reserve(llm: Any, tok: Tokenizer, question_tokens: int) -> int:
             prompt = selector.default_template
         template = max(template, tok.count(get_empty_prompt_txt(prompt)))
     system = tok.count(getattr(llm, "system_prompt", None) or "")
-    return template + system + question_tokens + DEFAULT_RESPONSE_PADDING_SIZE
+    return template + system + question_tokens + padding
 
 
 def _source_id(node: BaseNode) -> str | None:

@@ -96,4 +96,5 @@ def test_the_declared_requirement_is_the_supported_range() -> None:
     (spec,) = [Requirement(r).specifier for r in project["dependencies"] if Requirement(r).name == "llama-index-core"]
     low, high = SUPPORTED
     assert str(spec) == f"<{high},>={low}" or set(str(spec).split(",")) == {f">={low}", f"<{high}"}
-    assert not spec.contains("0.13.6") and not spec.contains(f"{high}.0") and spec.contains(f"{low}.25")
+    assert not spec.contains("0.13.6") and not spec.contains(f"{high}.0") and spec.contains("0.14.25")
+    assert spec.contains(low) and not spec.contains("0.14.19")

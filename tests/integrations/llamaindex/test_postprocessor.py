@@ -342,7 +342,10 @@ class TestComponent:
         assert ContextBudgetPostprocessor.from_llm(llm, reserve=100).token_budget == 1_600
         default = ContextBudgetPostprocessor.from_llm(llm)
         reserve = 2_000 - 300 - default.token_budget
-        assert 256 + 500 < reserve < 900  # the refine template, 256 for the question, the synthesizer's padding
+        from llama_index.core.response_synthesizers import refine
+
+        padding = getattr(refine, "DEFAULT_RESPONSE_PADDING_SIZE", 0)  # 500 since llama-index-core 0.14.22
+        assert 256 + padding < reserve < 400 + padding  # the refine template, 256 for the question, the padding
         assert default.per_node_overhead == 1
         with_system = ContextBudgetPostprocessor.from_llm(
             RecordingLLM(context_window=2_000, num_output=300, system_prompt="Answer in French, briefly."))

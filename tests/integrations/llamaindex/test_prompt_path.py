@@ -122,7 +122,7 @@ def test_settings_untouched():
 def test_unsupported_version_names_the_supported_ones():
     from contextkit.integrations.llamaindex import LlamaIndexVersionError, check_version
 
-    with pytest.raises(LlamaIndexVersionError, match=r">=0\.14,<0\.15"):
+    with pytest.raises(LlamaIndexVersionError, match=r">=0\.14\.20,<0\.15"):
         check_version("0.11.3")
     assert check_version("0.14.25") == "0.14.25"
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import pickle
 import threading
+from importlib import metadata
 from typing import Any
 
 import pytest
@@ -84,6 +85,10 @@ def _offsets_hold(nodes: list[Any], doc: Document) -> None:
 
 
 # ============================================== tests/text_splitter/test_sentence_splitter.py
+#: The installed llama-index-core, for the upstream tests of behaviour it changed within the supported range.
+_LLAMA_INDEX = tuple(int(p) for p in metadata.version("llama-index-core").split(".")[:3] if p.isdigit())
+
+
 class TestSentenceSplitterContracts:
     def test_paragraphs(self):
         """test_paragraphs: a paragraph break ends a chunk, and the chunks hold no whitespace at their ends."""
@@ -316,6 +321,8 @@ class TestMetadataReplacementContracts:
         out = ContextBudgetPostprocessor(token_budget=100).postprocess_nodes(replaced)
         assert len(out) == 1 and out[0].node.get_content() == "This is a another test."
 
+    @pytest.mark.skipif(_LLAMA_INDEX < (0, 14, 25),
+                        reason="upstream's own fix (a None key falls back to the text) landed in 0.14.25")
     def test_missing_or_none_key_falls_back(self):
         """test_metadata_replacement_missing_or_none_key_falls_back (the two equal texts are one: dedup)."""
         nodes = [NodeWithScore(node=TextNode(text="original content", metadata={}), score=1.0),
