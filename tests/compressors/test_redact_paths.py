@@ -85,7 +85,7 @@ class TestIngestKeepsNoPersonalData:
         first = ingest([folder], tmp_path / "ix", embedder=embedder, redact=True)
         ids = store_strings(tmp_path / "ix")["files.path"]
         note = next(i for i in ids if "records" not in i)
-        assert re.fullmatch(r".*/corpus/<EMAIL>~[a-z2-7]{16}", note), ids
+        assert re.fullmatch(r"corpus/<EMAIL>~[a-z2-7]{16}", note), ids
         assert all("example" not in f.path for f in first.failures) and first.failures
         (folder / "erin@example.com.txt").write_text("Changed text.\n", encoding="utf-8")
         again = ingest([folder], tmp_path / "ix", embedder=embedder, redact=True)
