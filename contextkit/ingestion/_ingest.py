@@ -165,6 +165,8 @@ def _check_index_folder(index_dir: Path) -> None:
 def _retire(index: Any, retired: list[tuple[str, str]], known: dict[str, str], report: IngestReport) -> None:
     """Remove the old ids of files now stored under their new ones (those whose new id was committed:
     a file that failed this run keeps its old records), and say so once."""
+    if not retired:  # the usual run: no read of the files table
+        return
     now = index.store.file_hashes()
     done = [old for old, new in retired if new in now]
     if not done:
