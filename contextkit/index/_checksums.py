@@ -109,13 +109,14 @@ def sqlite_header_problem(path: Path) -> str | None:
     for side in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         if (kind := not_regular(side)) is not None:
             return f"{side.name} is {kind}"
-    size = path.lstat().st_size
-    wal = path.with_name(path.name + "-wal")
-    wal_size = wal.lstat().st_size if wal.is_file() else 0
-    if size == 0:
-        return "empty file (0 bytes)"
+    wal_size = _size_if_present(path.with_name(path.name + "-wal"))
+    # The header first, then the size of the same open file: a writer's checkpoint may grow the file between
+    # two looks (and a closing writer deletes its WAL), never shrink it, so this order cannot see a false cut.
     with opened(path) as fh:
         head = fh.read(100)
+        size = os.fstat(fh.fileno()).st_size
+    if size == 0:
+        return "empty file (0 bytes)"
     if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
         return f"not a SQLite database ({size} bytes, no SQLite header)"
     page_size = int.from_bytes(head[16:18], "big")
@@ -126,6 +127,14 @@ def sqlite_header_problem(path: Path) -> str | None:
     if wal_size == 0 and pages and head[24:28] == head[92:96] and size < pages * page_size:
         return f"truncated: {size} bytes, its header says {pages} pages of {page_size} bytes"
     return None
+
+
+def _size_if_present(path: Path) -> int:
+    """The size of ``path``, 0 when it is missing or vanishes while looked at (a live SQLite's ``-wal``)."""
+    try:
+        return path.lstat().st_size
+    except FileNotFoundError:
+        return 0
 
 
 def faiss_header_count(path: Path) -> int | None:
