@@ -13,7 +13,8 @@ retrievers, query engines      :class:`ContextKitRetriever` (dense / BM25 / hybr
 ``node_postprocessors=[...]``  :class:`ContextBudgetPostprocessor` (merge, dedup, order, budget)
 ``response_synthesizer=``      :class:`ContextKitSynthesizer` (prompt built by contextkit, on LlamaIndex's
                                prompt path); :func:`contextkit_query_engine` keeps ``streaming=``
-chat                           :class:`ContextKitChatEngine`, :func:`contextkit_memory`
+chat                           :class:`ContextKitChatEngine` (:func:`contextkit_chat_engine` for
+                               ``as_chat_engine(chat_mode="condense_plus_context")``), :func:`contextkit_memory`
 ``vector_store=``              :class:`ContextKitVectorStore` (a contextkit index folder)
 =============================  ==============================================================
 """
@@ -22,7 +23,7 @@ from contextkit.integrations.llamaindex._compat import SUPPORTED, LlamaIndexVers
 
 check_version()
 
-from contextkit.integrations.llamaindex.chat import ContextKitChatEngine  # noqa: E402
+from contextkit.integrations.llamaindex.chat import ContextKitChatEngine, contextkit_chat_engine  # noqa: E402
 from contextkit.integrations.llamaindex.convert import (  # noqa: E402
     ConversionError,
     chunks_from_nodes,
@@ -59,6 +60,7 @@ __all__ = [
     "LlamaIndexVersionError",
     "check_version",
     "chunks_from_nodes",
+    "contextkit_chat_engine",
     "contextkit_memory",
     "contextkit_query_engine",
     "documents_from_llamaindex",

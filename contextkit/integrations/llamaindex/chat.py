@@ -1,7 +1,8 @@
 """``ContextKitChatEngine``: retrieval-augmented chat whose every prompt contextkit assembles.
 
 It takes what LlamaIndex's ``CondensePlusContextChatEngine`` takes (``memory=``,
-``chat_history=``, ``system_prompt=``, ``condense_prompt=``, ``callback_manager=``)
+``chat_history=``, ``system_prompt=``, ``condense_prompt=``, ``node_postprocessors=``,
+``callback_manager=``)
 and answers as it does (``sources[0]`` is the retriever's ``ToolOutput``), so an app
 can swap one for the other. Each turn:
 
@@ -52,6 +53,7 @@ from llama_index.core.chat_engine.types import (
 )
 from llama_index.core.llms import LLM, ChatMessage, MessageRole, MockLLM
 from llama_index.core.memory import BaseMemory, Memory
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.prompts import (
     BasePromptTemplate,
     ChatPromptTemplate,
@@ -59,7 +61,7 @@ from llama_index.core.prompts import (
     SelectorPromptTemplate,
 )
 from llama_index.core.prompts.prompt_type import PromptType
-from llama_index.core.schema import NodeWithScore
+from llama_index.core.schema import NodeWithScore, QueryBundle
 from llama_index.core.settings import Settings
 from llama_index.core.tools import ToolOutput
 from llama_index.core.types import Thread
@@ -85,7 +87,8 @@ from contextkit.integrations.llamaindex.synthesizer import (
     llm_budget,
 )
 
-__all__ = ["DEFAULT_CONDENSE_PROMPT_TEMPLATE", "ContextKitChatEngine", "extractive_question", "llm_budget"]
+__all__ = ["CHAT_MODES", "DEFAULT_CONDENSE_PROMPT_TEMPLATE", "ContextKitChatEngine", "contextkit_chat_engine",
+           "extractive_question", "llm_budget"]
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +96,11 @@ log = logging.getLogger(__name__)
 EXTRACTIVE_TERMS = 8
 #: Messages the extractive question reads terms from: the last two exchanges.
 EXTRACTIVE_WINDOW = 4
+
+
+def _message_text(message: str | QueryBundle) -> str:
+    """The user's message as text: a ``QueryBundle`` (which ``ContextChatEngine`` takes too) is its ``query_str``."""
+    return message.query_str if isinstance(message, QueryBundle) else message
 
 
 def _text(message: ChatMessage) -> str:
@@ -175,8 +183,8 @@ class _Turn:
 class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
     """Condense, retrieve, and answer over a prompt contextkit assembles; history bounded and summarised.
 
-    ``memory``, ``chat_history``, ``system_prompt``, ``condense_prompt``, ``callback_manager`` and
-    ``verbose`` mean what they mean for ``CondensePlusContextChatEngine``. ``condense=False`` skips
+    ``memory``, ``chat_history``, ``system_prompt``, ``condense_prompt``, ``node_postprocessors``,
+    ``callback_manager`` and ``verbose`` mean what they mean for ``CondensePlusContextChatEngine``. ``condense=False`` skips
     the LLM for condensing (the extractive question is used); ``history_max_tokens`` caps the
     history in a prompt (default: the budget less ``evidence_min_share``). ``instructions``,
     ``text_qa_template``, ``tokenizer``, ``reserve_tokens``, ``history_summarizer`` and the
@@ -186,6 +194,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
     def __init__(self, retriever: BaseRetriever, llm: LLM | None = None, *,
                  memory: BaseMemory | None = None, chat_history: list[ChatMessage] | None = None,
                  system_prompt: str | None = None, condense: bool = True,
+                 node_postprocessors: Sequence[BaseNodePostprocessor] | None = None,
                  condense_prompt: str | BasePromptTemplate | None = None,
                  callback_manager: CallbackManager | None = None, instructions: str = DEFAULT_INSTRUCTIONS,
                  history_summarizer: Any = None, history_max_tokens: int | None = None, reserve_tokens: int = 0,
@@ -195,6 +204,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
         tokenizer = tokenizer or assembler_options.pop("tokenizer", None)
         assembler_options.pop("tokenizer", None)
         self.retriever = retriever
+        self.node_postprocessors = list(node_postprocessors or [])
         self.llm = llm or Settings.llm
         self.instructions = instructions
         self.system_prompt = system_prompt
@@ -209,6 +219,8 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
         self.history_summarizer = history_summarizer
         self._extractive: Any = None
         self.callback_manager = callback_manager or Settings.callback_manager
+        for postprocessor in self.node_postprocessors:  # their events in the turn's trace, as stock does
+            postprocessor.callback_manager = self.callback_manager
         self._condense_template = _as_template(condense_prompt)
         template = check_template(text_qa_template) if text_qa_template is not None else default_qa_template()
         self._template = _with_system_prompt(template, system_prompt)
@@ -357,7 +369,8 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
         history = self._memory.get(input=message)
         tok, budget = resolve_tokenizer(self.tokenizer), prompt_budget(self.llm, self.reserve_tokens)
         question = self._condense(self._recent_for_condense(history, tok, budget), message)
-        return self._build(message, history, question, self.retriever.retrieve(question), tok, budget)
+        return self._build(message, history, question, self._postprocess(self.retriever.retrieve(question), question),
+                           tok, budget)
 
     async def _astart(self, message: str, chat_history: list[ChatMessage] | None) -> _Turn:
         if chat_history is not None:
@@ -365,7 +378,19 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
         history = await self._memory.aget(input=message)
         tok, budget = resolve_tokenizer(self.tokenizer), prompt_budget(self.llm, self.reserve_tokens)
         question = await self._acondense(self._recent_for_condense(history, tok, budget), message)
-        return self._build(message, history, question, await self.retriever.aretrieve(question), tok, budget)
+        nodes = await self._apostprocess(await self.retriever.aretrieve(question), question)
+        return self._build(message, history, question, nodes, tok, budget)
+
+    def _postprocess(self, nodes: list[NodeWithScore], question: str) -> list[NodeWithScore]:
+        """The app's ``node_postprocessors`` in order, given the standalone question (as stock engines do)."""
+        for postprocessor in self.node_postprocessors:
+            nodes = postprocessor.postprocess_nodes(nodes, query_bundle=QueryBundle(question))
+        return nodes
+
+    async def _apostprocess(self, nodes: list[NodeWithScore], question: str) -> list[NodeWithScore]:
+        for postprocessor in self.node_postprocessors:
+            nodes = await postprocessor.apostprocess_nodes(nodes, query_bundle=QueryBundle(question))
+        return nodes
 
     @staticmethod
     def _response(answer: str, turn: _Turn) -> AgentChatResponse:
@@ -385,6 +410,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
     # ------------------------------------------------------------------ BaseChatEngine
     @trace_method("chat")
     def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        message = _message_text(message)
         turn = self._start(message, chat_history)
         answer = self.llm.predict(self._template, **turn.build.variables)
         self._memory.put_messages([self._user(message), self._assistant(answer)])
@@ -392,6 +418,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
 
     @trace_method("chat")
     async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        message = _message_text(message)
         turn = await self._astart(message, chat_history)
         answer = await self.llm.apredict(self._template, **turn.build.variables)
         await self._memory.aput_messages([self._user(message), self._assistant(answer)])
@@ -400,6 +427,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
     @trace_method("chat")
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
         """The LLM's deltas as they come; the answer is added to the memory when the stream ends."""
+        message = _message_text(message)
         turn = self._start(message, chat_history)
         tokens = self.llm.stream(self._template, **turn.build.variables)
         self._memory.put(self._user(message))
@@ -420,6 +448,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
     @trace_method("chat")
     async def astream_chat(self, message: str,
                            chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+        message = _message_text(message)
         turn = await self._astart(message, chat_history)
         tokens = await self.llm.astream(self._template, **turn.build.variables)
         await self._memory.aput(self._user(message))
@@ -435,3 +464,49 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
         response.awrite_response_to_history_task = asyncio.create_task(
             response.awrite_response_to_history(self._memory))
         return response
+
+
+#: ``chat_mode`` values :func:`contextkit_chat_engine` answers; LlamaIndex's other modes have no contextkit engine.
+CHAT_MODES = ("condense_plus_context",)
+
+
+def contextkit_chat_engine(index_or_retriever: Any, llm: LLM | None = None, *,
+                           chat_mode: str = "condense_plus_context", engine_options: dict[str, Any] | None = None,
+                           **retriever_kwargs: Any) -> ContextKitChatEngine:
+    """``index.as_chat_engine(chat_mode="condense_plus_context", ...)`` answered by a :class:`ContextKitChatEngine`.
+
+    Why a function: ``as_chat_engine`` builds LlamaIndex's own engines by name and takes no engine class.
+    Options the stock engine takes (``memory``, ``chat_history``, ``system_prompt``, ``condense_prompt``,
+    ``node_postprocessors``, ``callback_manager``, ``verbose``, ``context_prompt`` refused by name) are the
+    engine's; the rest go to ``index.as_retriever(...)``, checked for misspellings (``similarty_top_k``)."""
+    from contextkit.integrations.llamaindex._similarity import with_similarity_marker
+    from contextkit.integrations.llamaindex.query_engine import _refuse_unknown
+
+    if chat_mode not in CHAT_MODES:
+        raise InvalidArgumentError(f"chat_mode {chat_mode!r}: contextkit answers {', '.join(CHAT_MODES)}; use "
+                                   "index.as_chat_engine(chat_mode=...) for LlamaIndex's other modes")
+    options = dict(engine_options or {})
+    for name in _ENGINE_OPTIONS & set(retriever_kwargs):
+        options[name] = retriever_kwargs.pop(name)
+    if "skip_condense" in options:  # stock's name for the same switch
+        options["condense"] = not options.pop("skip_condense")
+    if "context_prompt" in retriever_kwargs:
+        raise InvalidArgumentError("context_prompt: contextkit assembles the context itself; pass "
+                                   "text_qa_template= in engine_options to change its template")
+    if isinstance(index_or_retriever, BaseRetriever):
+        if retriever_kwargs:
+            raise InvalidArgumentError(f"retriever options {sorted(retriever_kwargs)} need an index; this is "
+                                       "already a retriever: configure it directly")
+        return ContextKitChatEngine(index_or_retriever, llm, **options)
+    if not hasattr(index_or_retriever, "as_retriever"):
+        raise InvalidArgumentError(f"expected a LlamaIndex index or retriever, not {type(index_or_retriever).__name__}")
+    retriever = index_or_retriever.as_retriever(**retriever_kwargs)
+    _refuse_unknown(retriever_kwargs, index_or_retriever, retriever)
+    options["node_postprocessors"] = with_similarity_marker(index_or_retriever, retriever_kwargs,
+                                                            options.get("node_postprocessors"))
+    return ContextKitChatEngine(retriever, llm, **options)
+
+
+#: What ``as_chat_engine(chat_mode="condense_plus_context", ...)`` hands its engine rather than the retriever.
+_ENGINE_OPTIONS = {"memory", "chat_history", "system_prompt", "condense_prompt", "node_postprocessors",
+                   "callback_manager", "verbose", "skip_condense"}

@@ -42,6 +42,7 @@ from contextkit.chunking import ChunkerConfig, TokenChunker
 from contextkit.core.errors import InvalidArgumentError
 from contextkit.core.records import Chunk, Document
 from contextkit.core.tokenizers import Tokenizer, get_tokenizer
+from contextkit.integrations.llamaindex._parser_defaults import parser_defaults
 from contextkit.integrations.llamaindex.convert import (
     document_from_llamaindex,
     link_neighbours,
@@ -163,6 +164,17 @@ class ContextKitNodeParser(MetadataAwareTextSplitter):
     def from_defaults(cls, **kwargs: Any) -> ContextKitNodeParser:
         """LlamaIndex's usual constructor name; same arguments as the fields."""
         return cls(**kwargs)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _follow_app_settings(cls, data: Any) -> Any:
+        """Without ``chunk_size``: the app's ``Settings.chunk_size``/``chunk_overlap``, capped by the window of an
+        embedding model that truncates (see ``_parser_defaults``)."""
+        if not isinstance(data, dict) or "chunk_size" in data:
+            return data
+        chosen = parser_defaults(data, (_DEFAULTS.chunk_size, _DEFAULTS.chunk_overlap))
+        extra = {"tokenizer": chosen.tokenizer} if chosen.tokenizer else {}
+        return {**data, "chunk_size": chosen.chunk_size, "chunk_overlap": chosen.chunk_overlap, **extra}
 
     @model_validator(mode="after")
     def _check_settings(self) -> ContextKitNodeParser:

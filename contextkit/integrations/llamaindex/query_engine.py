@@ -25,6 +25,7 @@ from llama_index.core.query_engine import RetrieverQueryEngine
 from llama_index.core.settings import Settings
 
 from contextkit.core.errors import InvalidArgumentError
+from contextkit.integrations.llamaindex._similarity import with_similarity_marker
 from contextkit.integrations.llamaindex.synthesizer import ContextKitSynthesizer
 
 __all__ = ["contextkit_query_engine"]
@@ -49,6 +50,7 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
     elif hasattr(index_or_retriever, "as_retriever"):
         retriever = index_or_retriever.as_retriever(**retriever_kwargs)
         _refuse_unknown(retriever_kwargs, index_or_retriever, retriever)
+        node_postprocessors = with_similarity_marker(index_or_retriever, retriever_kwargs, node_postprocessors)
     else:
         raise InvalidArgumentError(f"expected a LlamaIndex index or retriever, not {type(index_or_retriever).__name__}")
     synthesizer = ContextKitSynthesizer(llm=llm, streaming=streaming, text_qa_template=text_qa_template,

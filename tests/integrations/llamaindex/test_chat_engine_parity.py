@@ -319,3 +319,50 @@ def test_a_turn_is_one_trace(node_index, spans, monkeypatch, mode) -> None:
     names = {s.id_.split("-")[0] for s in spans.completed_spans if root_of(s) == roots[0].id_}
     assert any(n.startswith("VectorIndexRetriever.") for n in names)  # retrieval under the turn's span
     assert any(n.startswith("CondensingLLM.") for n in names)  # and the LLM calls
+
+
+# ---------------------------------------------------------------------------------------------- postprocessors
+@pytest.mark.parametrize("mode", MODES)
+def test_node_postprocessors_run_on_the_standalone_question(node_index, mode) -> None:
+    """``node_postprocessors=`` as stock takes it: a cut-off and a keyword filter applied, in order, to what
+    was retrieved for the condensed question; only what they keep reaches the prompt and ``source_nodes``."""
+    from llama_index.core.postprocessor import KeywordNodePostprocessor, SimilarityPostprocessor
+
+    llm = CondensingLLM()
+    stock = CondensePlusContextChatEngine.from_defaults(
+        node_index.as_retriever(similarity_top_k=6), llm=CondensingLLM(),
+        node_postprocessors=[SimilarityPostprocessor(similarity_cutoff=0.0), KeywordNodePostprocessor(
+            required_keywords=["IndexIDMap2"], exclude_keywords=["release 4096", "release 4102"])])
+    engine = ContextKitChatEngine(node_index.as_retriever(similarity_top_k=6), llm, node_postprocessors=[
+        SimilarityPostprocessor(similarity_cutoff=0.0), KeywordNodePostprocessor(required_keywords=["IndexIDMap2"],
+                                                 exclude_keywords=["release 4096", "release 4102"])])
+    response, _ = turn(engine, mode, FOLLOW_UP, chat_history=list(HISTORY))
+    expected, _ = turn(stock, mode, FOLLOW_UP, chat_history=list(HISTORY))
+
+    kept = [n.node.node_id for n in response.source_nodes]
+    assert 0 < len(kept) < 6 and kept == [n.node.node_id for n in expected.source_nodes]
+    assert all("IndexIDMap2" in n.node.get_content() and "release 4096" not in n.node.get_content()
+               for n in response.source_nodes)
+    evidence = user_prompt(llm)
+    assert all(n.node.get_content()[:40] in evidence for n in response.source_nodes)
+    assert "release 4096" not in evidence and "release 4102" not in evidence  # filtered out, so not shown
+
+
+def test_contextkit_chat_engine_is_as_chat_engine_condense_plus_context(node_index, queries) -> None:
+    """The route for ``index.as_chat_engine(chat_mode="condense_plus_context", ...)``: the same arguments,
+    engine options to the engine, retriever options to ``as_retriever``, misspellings and other modes refused."""
+    from contextkit.core.errors import InvalidArgumentError
+    from contextkit.integrations.llamaindex import contextkit_chat_engine
+
+    llm = CondensingLLM()
+    engine = contextkit_chat_engine(node_index, llm, chat_mode="condense_plus_context", similarity_top_k=3,
+                                    system_prompt="You are Ada.", chat_history=list(HISTORY))
+    response, _ = turn(engine, "chat", FOLLOW_UP)
+    assert isinstance(engine, ContextKitChatEngine) and engine.system_prompt == "You are Ada."
+    assert queries == [STANDALONE] and len(response.source_nodes) == 3
+    with pytest.raises(InvalidArgumentError, match="similarity_top_k"):
+        contextkit_chat_engine(node_index, llm, similarty_top_k=3)
+    with pytest.raises(InvalidArgumentError, match="chat_mode 'react'"):
+        contextkit_chat_engine(node_index, llm, chat_mode="react")
+    with pytest.raises(InvalidArgumentError, match="context_prompt"):
+        contextkit_chat_engine(node_index, llm, context_prompt="{context_str}")

@@ -73,3 +73,61 @@ def test_fill_budget_still_fills_when_asked(retriever):
         "Who won the football world cup in 1998?")
     assert response.metadata["contextkit"]["relevance"]["off_topic"] is False
     assert "Knead" in _sent(llm) or "IndexIDMap2" in _sent(llm)
+
+
+# ------------------------------------------------------------------- a stock VectorStoreIndex
+PEP_QUESTIONS = ["How should lines be indented and how long may they be?", "What is the PEP review process?"]
+OFF_TOPIC = ["What is the capital of France, and what is its population?", "How do I bake sourdough bread?"]
+
+
+@pytest.fixture(scope="module")
+def pep_index(li_embedding_session, pep_docs):
+    """The LlamaIndex starter's index: ``VectorStoreIndex.from_documents`` (in-memory ``SimpleVectorStore``)."""
+    from llama_index.core import VectorStoreIndex
+
+    from contextkit.integrations.llamaindex import ContextKitNodeParser
+
+    return VectorStoreIndex.from_documents(pep_docs, embed_model=li_embedding_session,
+                                           transformations=[ContextKitNodeParser(chunk_size=256, chunk_overlap=32)])
+
+
+@pytest.fixture(scope="module")
+def pep_docs(shared_data):
+    from llama_index.core import Document
+
+    folder = shared_data / "python_peps" / "peps"
+    names = ["pep-0008.rst", "pep-0001.rst", "pep-0020.rst", "pep-0257.rst"]
+    return [Document(text=(folder / n).read_text(encoding="utf-8"), id_=n) for n in names]
+
+
+@pytest.mark.parametrize("question", OFF_TOPIC)
+def test_stock_vector_store_off_topic_gets_no_evidence_and_a_warning(pep_index, question, caplog):
+    """Over LlamaIndex's own ``SimpleVectorStore`` (no contextkit retriever): the node scores are the
+    embedding's cosines, so ``contextkit_query_engine`` marks them with the store's bar and the gate can
+    tell an off-topic question, as over a contextkit index."""
+    llm = RecordingChatLLM()
+    with caplog.at_level(logging.WARNING, logger="contextkit"):
+        response = contextkit_query_engine(pep_index, llm, similarity_top_k=8).query(question)
+    assert response.metadata["contextkit"]["relevance"]["off_topic"] is True
+    assert "PEP" not in _sent(llm).replace(question, "")
+    assert any("little that bears on the question" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("question", PEP_QUESTIONS)
+def test_stock_vector_store_on_topic_keeps_its_evidence(pep_index, question):
+    llm = RecordingChatLLM()
+    response = contextkit_query_engine(pep_index, llm, similarity_top_k=8).query(question)
+    relevance = response.metadata["contextkit"]["relevance"]
+    assert relevance["off_topic"] is False and relevance["min_similarity"] < relevance["best_similarity"]
+    assert "<evidence>" in _sent(llm) and response.source_nodes
+
+
+def test_stock_chat_engine_off_topic(pep_index, caplog):
+    from contextkit.integrations.llamaindex import contextkit_chat_engine
+
+    llm = RecordingChatLLM()
+    engine = contextkit_chat_engine(pep_index, llm, similarity_top_k=8)
+    with caplog.at_level(logging.WARNING, logger="contextkit"):
+        response = engine.chat(OFF_TOPIC[0])
+    assert response.metadata["contextkit"]["relevance"]["off_topic"] is True
+    assert any("little that bears on the question" in r.getMessage() for r in caplog.records)

@@ -13,6 +13,7 @@ import pytest
 pytest.importorskip("llama_index.core")
 
 from llama_index.core import Document  # noqa: E402
+from llama_index.core.base.embeddings.base import BaseEmbedding  # noqa: E402
 from llama_index.core.ingestion import IngestionPipeline  # noqa: E402
 from llama_index.core.node_parser.interface import MetadataAwareTextSplitter  # noqa: E402
 from llama_index.core.schema import MetadataMode  # noqa: E402
@@ -118,3 +119,80 @@ class TestLlamaIndexContract:
         assert len(second) == len(first) > 1
         assert second[0].metadata["filename"] == "README.md2"
         assert [n.node_id for n in second] == [n.node_id for n in first]
+
+
+# ----------------------------------------------------------------- defaults that follow the app's Settings
+class _TruncatingEmbedding(BaseEmbedding):
+    """A fixed-window embedding as LlamaIndex's ``HuggingFaceEmbedding`` is: an integer ``max_length`` in the
+    model's word pieces, and whatever lies past it is cut before the model sees it (the real model runs)."""
+
+    max_length: int = 256
+
+    def _vector(self, text: str) -> list[float]:
+        from sentence_transformers import SentenceTransformer
+
+        model = SentenceTransformer(self.model_name, device="cpu")
+        return model.encode([text], normalize_embeddings=True)[0].tolist()
+
+    def _get_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    async def _aget_query_embedding(self, query: str) -> list[float]:
+        return self._vector(query)
+
+    def _get_text_embedding(self, text: str) -> list[float]:
+        return self._vector(text)
+
+
+@pytest.fixture()
+def app_settings():
+    """LlamaIndex's global ``Settings`` as an app leaves them, restored afterwards."""
+    from llama_index.core import Settings
+
+    saved = Settings._node_parser, Settings._embed_model
+    Settings._node_parser = None
+    yield Settings
+    Settings._node_parser, Settings._embed_model = saved
+
+
+LONG_TEXT = " ".join(f"Clause {i} of PEP 8 says: limit lines to 79 characters, e.g. in section 4.{i}, "
+                     f"and use 4 spaces (not tabs) per indentation level." for i in range(400))
+
+
+class TestDefaultsFollowTheApp:
+    def test_unchanged_app_gets_llamaindex_sized_chunks(self, app_settings, cl100k, li_embedding_session):
+        """``ContextKitNodeParser()`` in an app that set nothing: 1,024-token chunks with up to 200 shared, as the
+        default ``SentenceSplitter``, not contextkit's own 128 (a fifth of the text an unchanged
+        ``as_query_engine()`` budgets for)."""
+        app_settings.embed_model = li_embedding_session  # windows long texts: caps nothing
+        parser = ContextKitNodeParser()
+        assert (parser.chunk_size, parser.chunk_overlap) == (1024, 200)
+        nodes = parser.get_nodes_from_documents([Document(text=LONG_TEXT, id_="pep8")])
+        sizes = [cl100k.count(n.get_content(MetadataMode.EMBED)) for n in nodes]
+        assert max(sizes) <= 1024 and sorted(sizes)[-2] > 900
+
+    def test_follows_settings_chunk_size(self, app_settings, li_embedding_session):
+        app_settings.embed_model = li_embedding_session
+        app_settings.chunk_size, app_settings.chunk_overlap = 300, 30
+        parser = ContextKitNodeParser()
+        assert (parser.chunk_size, parser.chunk_overlap) == (300, 30)
+        assert ContextKitNodeParser(chunk_size=64).chunk_overlap == 16  # given sizes keep contextkit's overlap
+
+    def test_truncating_embedding_caps_chunks_and_says_so(self, app_settings, caplog):
+        """A model that cuts at 256 word pieces: chunks fit its window, counted in its own tokens, and the
+        warning names both numbers; nothing of a chunk is cut before embedding."""
+        from transformers import AutoTokenizer
+
+        from contextkit.core.tokenizers import default_model_path
+
+        model = _TruncatingEmbedding(model_name=default_model_path())
+        app_settings.embed_model = model
+        with caplog.at_level("WARNING", logger="contextkit.integrations.llamaindex.node_parser"):
+            parser = ContextKitNodeParser()
+        assert parser.chunk_size == 254 and parser.tokenizer == f"hf:{default_model_path()}"
+        assert "Settings.chunk_size is 1024" in caplog.text and "reads 254 tokens" in caplog.text
+        nodes = parser.get_nodes_from_documents([Document(text=LONG_TEXT, id_="pep8")])
+        pieces = AutoTokenizer.from_pretrained(default_model_path())
+        lengths = [len(pieces(n.get_content(MetadataMode.EMBED), add_special_tokens=True)["input_ids"])
+                   for n in nodes]
+        assert max(lengths) <= model.max_length and len(nodes) > 10

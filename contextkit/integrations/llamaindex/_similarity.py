@@ -1,0 +1,113 @@
+"""Query similarity on the nodes of a stock ``VectorStoreIndex``, so the gate can tell an off-topic question.
+
+Why: the relevance gate says "off topic" only where it knows a node's query similarity and a bar for the
+index (``contextkit_similarity``/``contextkit_min_similarity``, which ``ContextKitRetriever`` and
+``ContextKitVectorStore`` record). A ``VectorStoreIndex`` over LlamaIndex's in-memory ``SimpleVectorStore``
+in its default query mode scores each node by the cosine of the app's own embedding model, so that score is
+the similarity (as is a ``ContextKitVectorStore``'s in dense mode); the bar is calibrated on the store's vectors the way a contextkit index's is
+(:func:`~contextkit.assembly.relevance.index_min_similarity`: a multiple of the mean cosine between passages
+of different documents, at most 0.3), so it holds for any embedding model. Other stores (another
+database's distance, MMR, hybrid) are left unmarked: their scores are not a cosine one bar can judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import NodeWithScore, QueryBundle
+
+from contextkit.assembly.relevance import AUTO_MAX_SIMILARITY, BACKGROUND_SCALE
+from contextkit.integrations.llamaindex.convert import SIMILARITY_KEY, mark_similarity
+
+__all__ = ["SimilarityMarker", "similarity_marker", "store_min_similarity", "with_similarity_marker"]
+
+_SAMPLE = 512
+_MIN_PAIRS = 50
+_bars: dict[tuple[int, int], float] = {}
+
+
+class SimilarityMarker(BaseNodePostprocessor):
+    """Records each node's score as its query similarity, with the store's off-topic bar (first in a chain:
+    later postprocessors may rescore). Nodes already marked (by a contextkit retriever or store) are kept."""
+
+    min_similarity: float | None = Field(default=None, description="the off-topic bar; None: the store's, "
+                                                                  "measured at each call (it grows)")
+    _store_bar: Callable[[], float] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ContextKitSimilarityMarker"
+
+    @classmethod
+    def for_store(cls, store_bar: Callable[[], float]) -> SimilarityMarker:
+        marker = cls()
+        marker._store_bar = store_bar
+        return marker
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore],
+                           query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        bar = self.min_similarity
+        if bar is None:
+            bar = self._store_bar() if self._store_bar is not None else AUTO_MAX_SIMILARITY
+        for n in nodes:
+            if n.score is not None and SIMILARITY_KEY not in (n.node.metadata or {}):
+                mark_similarity(n.node, float(n.score), bar)
+        return nodes
+
+
+def store_min_similarity(store: Any) -> float:
+    """The off-topic bar of a ``SimpleVectorStore``'s vectors: :data:`BACKGROUND_SCALE` times their mean cosine
+    across documents (up to 512 drawn with a fixed seed), at most :data:`AUTO_MAX_SIMILARITY`, which it is
+    when fewer than 50 such pairs exist. Cached per store and size."""
+    data = store.data
+    key = (id(store), len(data.embedding_dict))
+    if key not in _bars:
+        if len(_bars) > 64:
+            _bars.clear()
+        _bars[key] = _measure(data.embedding_dict, data.text_id_to_ref_doc_id)
+    return _bars[key]
+
+
+def _measure(embeddings: dict[str, list[float]], doc_of: dict[str, str]) -> float:
+    ids = sorted(embeddings)
+    if len(ids) > _SAMPLE:
+        ids = [ids[i] for i in sorted(np.random.default_rng(0).choice(len(ids), _SAMPLE, replace=False))]
+    if len(ids) < 2:
+        return AUTO_MAX_SIMILARITY
+    vectors = np.asarray([embeddings[i] for i in ids], dtype=np.float64)
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    docs = np.array([doc_of.get(i, i) for i in ids])
+    apart = np.triu(docs[:, None] != docs[None, :], k=1)
+    if int(apart.sum()) < _MIN_PAIRS:
+        return AUTO_MAX_SIMILARITY
+    background = float((vectors @ vectors.T)[apart].mean())
+    return float(min(AUTO_MAX_SIMILARITY, max(0.0, BACKGROUND_SCALE * background)))
+
+
+def similarity_marker(index: Any, retriever_kwargs: dict[str, Any] | None = None) -> SimilarityMarker | None:
+    """A marker for the nodes ``index.as_retriever(**retriever_kwargs)`` returns, when their scores are cosines:
+    a ``SimpleVectorStore`` or a dense ``ContextKitVectorStore`` queried in the default mode; else None."""
+    from llama_index.core.vector_stores import SimpleVectorStore
+
+    from contextkit.assembly.relevance import index_min_similarity
+    from contextkit.integrations.llamaindex.vector_store import ContextKitVectorStore
+
+    store = getattr(index, "vector_store", None)
+    mode = (retriever_kwargs or {}).get("vector_store_query_mode", "default")
+    if str(getattr(mode, "value", mode)) != "default":
+        return None
+    if isinstance(store, SimpleVectorStore):
+        return SimilarityMarker.for_store(lambda: store_min_similarity(store))
+    if isinstance(store, ContextKitVectorStore) and store.mode == "dense":
+        return SimilarityMarker.for_store(lambda: index_min_similarity(store.client))
+    return None
+
+
+def with_similarity_marker(index: Any, retriever_kwargs: dict[str, Any], postprocessors: list[Any] | None) -> list[Any]:
+    """``postprocessors`` with a :class:`SimilarityMarker` first when the index's scores are cosines."""
+    marker = similarity_marker(index, retriever_kwargs)
+    return [marker, *(postprocessors or [])] if marker is not None else list(postprocessors or [])
