@@ -75,15 +75,15 @@ _REFUSED_OPTIONS = {
 log = logging.getLogger(__name__)
 
 
-def default_qa_template() -> SelectorPromptTemplate:
+def default_qa_template(prompt_type: PromptType = PromptType.QUESTION_ANSWER) -> SelectorPromptTemplate:
     """The blocks in order for completion models; for chat models, instructions as the system
-    message and the rest as the user message (the reminder last, nearest the answer)."""
-    text = PromptTemplate("{instructions}{evidence}{history}{question}{reminder}",
-                          prompt_type=PromptType.QUESTION_ANSWER)
+    message and the rest as the user message (the reminder last, nearest the answer).
+    ``prompt_type`` labels it for tracing (``SUMMARY`` when it serves as a ``summary_template``)."""
+    text = PromptTemplate("{instructions}{evidence}{history}{question}{reminder}", prompt_type=prompt_type)
     chat = ChatPromptTemplate(message_templates=[
         ChatMessage(role=MessageRole.SYSTEM, content="{instructions}"),
         ChatMessage(role=MessageRole.USER, content="{evidence}{history}{question}{reminder}"),
-    ], prompt_type=PromptType.QUESTION_ANSWER)
+    ], prompt_type=prompt_type)
     return SelectorPromptTemplate(default_template=text, conditionals=[(is_chat_model, chat)])
 
 
@@ -204,13 +204,18 @@ class PromptBuild:
     sent_tokens: int
     budget: int
     result: AssemblyResult
+    #: What the synthesizer's calls covered of the nodes it was given (set on a response's last build):
+    #: one report per answer says whether nodes were left out, however many calls it took.
+    coverage: dict[str, Any] | None = None
 
     def report(self) -> dict[str, Any]:
-        """The assembly report as JSON, with the counts of what was sent."""
+        """The assembly report as JSON, with the counts of what was sent (and the coverage, when set)."""
         data = self.result.report.model_dump(mode="json")
         data["assembled_tokens"] = data["tokens"]
         data["tokens"], data["budget"] = self.sent_tokens, self.budget
         data["budget_used_percent"] = round(100.0 * self.sent_tokens / self.budget, 3)
+        if self.coverage is not None:
+            data["coverage"] = self.coverage
         return data
 
 
@@ -247,7 +252,7 @@ def _history_min_share() -> float:
     """ContextAssembler's default share kept for the history, so both assemble history alike."""
     from contextkit.assembly.context_assembler import AssemblerConfig
 
-    return AssemblerConfig.model_fields["history_min_share"].default
+    return float(AssemblerConfig.model_fields["history_min_share"].default)
 
 
 def _sent(template: BasePromptTemplate, llm: LLM, tok: Tokenizer, variables: dict[str, str]) -> tuple[str, int]:
@@ -263,8 +268,10 @@ def _sent(template: BasePromptTemplate, llm: LLM, tok: Tokenizer, variables: dic
 
 def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget: int, *, query: str,
                  instructions: str | None, evidence: list[EvidenceItem], history: list[Message] | None = None,
-                 options: dict[str, Any] | None = None, summarizer: Any = None) -> PromptBuild:
-    """Assemble the blocks so that the *sent* prompt (template, system prompt, messages) fits ``budget``."""
+                 options: dict[str, Any] | None = None, summarizer: Any = None, quiet: bool = False) -> PromptBuild:
+    """Assemble the blocks so that the *sent* prompt (template, system prompt, messages) fits ``budget``.
+
+    ``quiet``: do not log the report's warnings (a trial build, as tree packing makes, that is never sent)."""
     options = dict(options or {})
     # The app's retriever and postprocessors chose these nodes (similarity_top_k, a budget): fill the
     # window with them, as LlamaIndex's own synthesizers send them all, unless told otherwise.
@@ -293,7 +300,7 @@ def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget:
         variables["query_str"] = query
         sent, tokens = _sent(template, llm, tok, variables)
         if tokens <= budget:
-            for warning in result.report.warnings:  # an app reads logs, not each response's report
+            for warning in [] if quiet else result.report.warnings:  # an app reads logs, not each report
                 log.warning("contextkit: %s", warning)
             return PromptBuild(variables, sent, tokens, budget, result)
         # The template, system prompt and attributes took more: assemble smaller, by more each time (the

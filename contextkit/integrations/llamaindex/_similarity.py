@@ -28,6 +28,12 @@ __all__ = ["SimilarityMarker", "similarity_marker", "store_min_similarity", "wit
 _SAMPLE = 512
 _MIN_PAIRS = 50
 _bars: dict[tuple[int, int], float] = {}
+#: The bar of a store too small to calibrate one (fewer than 50 pairs of passages from different documents).
+#: Lower than contextkit's own fallback of 0.3 because the app's embedding model is unknown here and a handful
+#: of documents cannot say how alike its passages are: over three PEPs a fair question ("What is a PEP ... how
+#: does a PEP get accepted?") scored 0.27 with MiniLM, while unrelated questions over the PEPs ("What is the
+#: capital of France ...?", "How do I bake sourdough bread?", the 2018 world cup, nginx) scored 0.07-0.15.
+UNCALIBRATED_MIN_SIMILARITY = 0.2
 
 
 class SimilarityMarker(BaseNodePostprocessor):
@@ -61,8 +67,8 @@ class SimilarityMarker(BaseNodePostprocessor):
 
 def store_min_similarity(store: Any) -> float:
     """The off-topic bar of a ``SimpleVectorStore``'s vectors: :data:`BACKGROUND_SCALE` times their mean cosine
-    across documents (up to 512 drawn with a fixed seed), at most :data:`AUTO_MAX_SIMILARITY`, which it is
-    when fewer than 50 such pairs exist. Cached per store and size."""
+    across documents (up to 512 drawn with a fixed seed), at most :data:`AUTO_MAX_SIMILARITY`; when fewer than
+    50 such pairs exist, :data:`UNCALIBRATED_MIN_SIMILARITY`. Cached per store and size."""
     data = store.data
     key = (id(store), len(data.embedding_dict))
     if key not in _bars:
@@ -77,13 +83,13 @@ def _measure(embeddings: dict[str, list[float]], doc_of: dict[str, str]) -> floa
     if len(ids) > _SAMPLE:
         ids = [ids[i] for i in sorted(np.random.default_rng(0).choice(len(ids), _SAMPLE, replace=False))]
     if len(ids) < 2:
-        return AUTO_MAX_SIMILARITY
+        return UNCALIBRATED_MIN_SIMILARITY
     vectors = np.asarray([embeddings[i] for i in ids], dtype=np.float64)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
     docs = np.array([doc_of.get(i, i) for i in ids])
     apart = np.triu(docs[:, None] != docs[None, :], k=1)
     if int(apart.sum()) < _MIN_PAIRS:
-        return AUTO_MAX_SIMILARITY
+        return UNCALIBRATED_MIN_SIMILARITY
     background = float((vectors @ vectors.T)[apart].mean())
     return float(min(AUTO_MAX_SIMILARITY, max(0.0, BACKGROUND_SCALE * background)))
 
@@ -93,7 +99,6 @@ def similarity_marker(index: Any, retriever_kwargs: dict[str, Any] | None = None
     a ``SimpleVectorStore`` or a dense ``ContextKitVectorStore`` queried in the default mode; else None."""
     from llama_index.core.vector_stores import SimpleVectorStore
 
-    from contextkit.assembly.relevance import index_min_similarity
     from contextkit.integrations.llamaindex.vector_store import ContextKitVectorStore
 
     store = getattr(index, "vector_store", None)
@@ -103,8 +108,19 @@ def similarity_marker(index: Any, retriever_kwargs: dict[str, Any] | None = None
     if isinstance(store, SimpleVectorStore):
         return SimilarityMarker.for_store(lambda: store_min_similarity(store))
     if isinstance(store, ContextKitVectorStore) and store.mode == "dense":
-        return SimilarityMarker.for_store(lambda: index_min_similarity(store.client))
+        return SimilarityMarker.for_store(lambda: _index_bar(store.client))
     return None
+
+
+def _index_bar(index: Any) -> float:
+    """A ``ContextKitVectorStore``'s bar, measured as a contextkit index's; :data:`UNCALIBRATED_MIN_SIMILARITY`
+    where it cannot be (its vectors are the app's embedding model's, whatever that is)."""
+    from contextkit.assembly.relevance import background_similarity
+
+    background = None if index is None else background_similarity(index)
+    if background is None:
+        return UNCALIBRATED_MIN_SIMILARITY
+    return float(min(AUTO_MAX_SIMILARITY, max(0.0, BACKGROUND_SCALE * background)))
 
 
 def with_similarity_marker(index: Any, retriever_kwargs: dict[str, Any], postprocessors: list[Any] | None) -> list[Any]:

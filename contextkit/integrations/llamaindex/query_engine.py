@@ -5,10 +5,12 @@ streaming=True)``: when a synthesizer is given, LlamaIndex's
 ``RetrieverQueryEngine.from_args`` drops ``streaming=``, ``text_qa_template=``
 and ``response_mode=`` without a word (they only configure the synthesizer it
 would have built). This function hands them to the contextkit synthesizer
-instead, and refuses the ones it does not support: the multi-call synthesizers' options
-(``refine_template``, ``summary_template``, ``output_cls``, ``use_async``...) have no use in
-contextkit's one call, and an option the retriever does not take (``similarty_top_k``) would
-otherwise vanish into ``as_retriever(**kwargs)``, which LlamaIndex never checks.
+instead, and refuses the ones it does not support: the refine and structured-output
+synthesizers' options (``refine_template``, ``output_cls``...) have no use in contextkit's
+synthesizer, ``summary_template`` and ``use_async`` reach it only with
+``response_mode="tree_summarize"`` (the one mode that makes several calls), and an option the
+retriever does not take (``similarty_top_k``) would otherwise vanish into
+``as_retriever(**kwargs)``, which LlamaIndex never checks.
 """
 
 from __future__ import annotations
@@ -33,12 +35,14 @@ __all__ = ["contextkit_query_engine"]
 
 def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, streaming: bool = False,
                             text_qa_template: BasePromptTemplate | None = None, response_mode: Any = None,
+                            summary_template: BasePromptTemplate | None = None, use_async: bool = False,
                             node_postprocessors: list[Any] | None = None, callback_manager: Any = None,
                             synthesizer_options: dict[str, Any] | None = None,
                             **retriever_kwargs: Any) -> RetrieverQueryEngine:
     """A ``RetrieverQueryEngine`` over an index (``as_retriever(**retriever_kwargs)``) or a retriever,
     answering with a :class:`ContextKitSynthesizer` built with ``streaming``, ``text_qa_template`` and
-    ``response_mode`` (``compact`` or ``simple_summarize``; others are refused)."""
+    ``response_mode`` (``compact`` or ``simple_summarize``: one call; ``tree_summarize``, with
+    ``summary_template`` and ``use_async``: every node, in as many calls as it takes; others are refused)."""
     _refuse_synthesizer_options(retriever_kwargs)
     _warn_budget_not_last(node_postprocessors or [])
     llm = llm or Settings.llm
@@ -54,7 +58,8 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
     else:
         raise InvalidArgumentError(f"expected a LlamaIndex index or retriever, not {type(index_or_retriever).__name__}")
     synthesizer = ContextKitSynthesizer(llm=llm, streaming=streaming, text_qa_template=text_qa_template,
-                                        response_mode=response_mode, callback_manager=callback_manager,
+                                        response_mode=response_mode, summary_template=summary_template,
+                                        use_async=use_async, callback_manager=callback_manager,
                                         **(synthesizer_options or {}))
     return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synthesizer,
                                 node_postprocessors=node_postprocessors,
@@ -65,13 +70,11 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
 #: why contextkit's one call has no use for it.
 _SYNTHESIZER_ONLY = {
     "refine_template": "contextkit makes one LLM call (no refine step); text_qa_template is its template",
-    "summary_template": "contextkit makes one LLM call (no tree summary); text_qa_template is its template",
     "simple_template": "text_qa_template is contextkit's template",
     "chat_content_qa_template": "text_qa_template is contextkit's template",
     "chat_content_refine_template": "contextkit makes one LLM call (no refine step)",
     "output_cls": "structured outputs are not supported by contextkit's synthesizer; call llm.structured_predict "
                   "on the response, or use LlamaIndex's synthesizer",
-    "use_async": "contextkit makes one LLM call; aquery() runs it asynchronously",
     "structured_answer_filtering": "contextkit makes one LLM call (no per-chunk answers to filter)",
     "prompt_helper": "the budget comes from the LLM's context_window (synthesizer_options={'budget': ...})",
     "program_factory": "structured outputs are not supported by contextkit's synthesizer",

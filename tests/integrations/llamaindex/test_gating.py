@@ -131,3 +131,20 @@ def test_stock_chat_engine_off_topic(pep_index, caplog):
         response = engine.chat(OFF_TOPIC[0])
     assert response.metadata["contextkit"]["relevance"]["off_topic"] is True
     assert any("little that bears on the question" in r.getMessage() for r in caplog.records)
+
+
+def test_a_store_too_small_to_calibrate_gets_a_lower_bar(li_embedding_session, caplog):
+    """Three short documents give fewer than 50 pairs across documents: no bar can be calibrated for an
+    unknown embedding model, so the lower uncalibrated one holds: an unrelated question is still told, a
+    question that touches the documents is not (over three PEPs a fair one scored 0.27, under 0.3)."""
+    from llama_index.core import Document, VectorStoreIndex
+
+    from contextkit.integrations.llamaindex._similarity import UNCALIBRATED_MIN_SIMILARITY
+
+    docs = [Document(text=text, id_=name) for name, text in FILES.items() if name != "bm25.md"][:3]
+    index = VectorStoreIndex.from_documents(docs, embed_model=li_embedding_session)
+    engine = contextkit_query_engine(index, RecordingChatLLM(), similarity_top_k=3)
+    off = engine.query("Who won the football world cup in 1998?").metadata["contextkit"]["relevance"]
+    near = engine.query("What should I cook for dinner tonight?").metadata["contextkit"]["relevance"]
+    assert off["min_similarity"] == near["min_similarity"] == UNCALIBRATED_MIN_SIMILARITY
+    assert off["off_topic"] is True and near["off_topic"] is False

@@ -104,7 +104,8 @@ class TestPromptPath:
 
     def test_unsupported_response_modes_and_options_are_refused(self):
         ContextKitSynthesizer(llm=ScriptedLLM(), response_mode="compact")
-        for mode in ("refine", "tree_summarize", "accumulate"):
+        ContextKitSynthesizer(llm=ScriptedLLM(), response_mode="tree_summarize")  # test_tree_summarize.py
+        for mode in ("refine", "accumulate", "compact_accumulate"):
             with pytest.raises(ContextkitError, match=mode):
                 ContextKitSynthesizer(llm=ScriptedLLM(), response_mode=mode)
         with pytest.raises(ContextkitError, match="compress_evidence"):
