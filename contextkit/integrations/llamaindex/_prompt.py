@@ -194,6 +194,19 @@ def _with_attributes(block: str, items: Sequence[EvidenceItem], fmt: str, item_t
     return block
 
 
+def nodes_in_prompt(nodes: Sequence[NodeWithScore], build: PromptBuild) -> list[NodeWithScore]:
+    """The nodes whose text ``build`` sent (included, cut to fit, or merged into a passage it sent), in order.
+
+    Why: ``response.source_nodes`` is what an app shows as the answer's sources and what LlamaIndex's
+    evaluators (faithfulness, relevancy) judge the answer against; a node the relevance gate or the budget left
+    out was never seen by the model. Nodes the report does not name (added by the caller) are kept."""
+    items = {it.id: it for it in build.result.report.items}
+    sent = {i for i, it in items.items() if it.status in ("included", "truncated")}
+    sent |= {i for i, it in items.items()
+             if it.status == "merged" and (it.detail or "").removeprefix("merged into ") in sent}
+    return [n for n in nodes if n.node.node_id not in items or n.node.node_id in sent]
+
+
 # ------------------------------------------------------------------ assembly
 @dataclass
 class PromptBuild:

@@ -81,6 +81,7 @@ from contextkit.integrations.llamaindex._prompt import (
     check_template,
     default_qa_template,
     evidence_from_nodes,
+    nodes_in_prompt,
 )
 from contextkit.integrations.llamaindex.synthesizer import (
     DEFAULT_INSTRUCTIONS,
@@ -173,6 +174,12 @@ class _Turn:
     question: str  # the standalone question retrieval used
     nodes: list[NodeWithScore]
     build: PromptBuild
+
+    @property
+    def sent(self) -> list[NodeWithScore]:
+        """The nodes whose text the prompt holds: the response's ``source_nodes`` (``sources[0]`` keeps what
+        the retriever returned)."""
+        return nodes_in_prompt(self.nodes, self.build)
 
     def source(self) -> ToolOutput:
         """The retriever's output as ``CondensePlusContextChatEngine`` reports it in ``sources``."""
@@ -396,7 +403,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
     def _response(answer: str, turn: _Turn) -> AgentChatResponse:
         """The turn's response with the report of its own prompt (``last_build`` may be another turn's by now:
         concurrent turns on one engine overwrite it while their LLM calls are awaited)."""
-        return AgentChatResponse(response=answer, sources=[turn.source()], source_nodes=turn.nodes,
+        return AgentChatResponse(response=answer, sources=[turn.source()], source_nodes=turn.sent,
                                  metadata={"contextkit": turn.build.report()})
 
     @staticmethod
@@ -439,7 +446,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
                 yield ChatResponse(message=self._assistant(text), delta=delta)
 
         response = StreamingAgentChatResponse(chat_stream=chat_stream(), sources=[turn.source()],
-                                              source_nodes=turn.nodes)
+                                              source_nodes=turn.sent)
         thread = Thread(target=response.write_response_to_history, args=(self._memory,), daemon=True)
         response.write_response_to_history_thread = thread
         thread.start()
@@ -460,7 +467,7 @@ class ContextKitChatEngine(LastBuildMixin, BaseChatEngine):
                 yield ChatResponse(message=self._assistant(text), delta=delta)
 
         response = StreamingAgentChatResponse(achat_stream=chat_stream(), sources=[turn.source()],
-                                              source_nodes=turn.nodes)
+                                              source_nodes=turn.sent)
         response.awrite_response_to_history_task = asyncio.create_task(
             response.awrite_response_to_history(self._memory))
         return response

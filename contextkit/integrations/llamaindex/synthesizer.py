@@ -51,6 +51,7 @@ from contextkit.integrations.llamaindex._prompt import (
     check_template,
     default_qa_template,
     evidence_from_nodes,
+    nodes_in_prompt,
 )
 from contextkit.integrations.llamaindex._tree import TreeRun, left_out_for_room, truncated_items
 
@@ -303,13 +304,21 @@ class ContextKitSynthesizer(LastBuildMixin, BaseSynthesizer):
         metadata["contextkit"] = build.report() if build else None  # this request's, never another's
         return metadata
 
+    def _sent_sources(self, response: Any) -> Any:
+        """``response`` with ``source_nodes`` narrowed to the nodes its one prompt sent (see
+        :func:`nodes_in_prompt`); a tree sends every node, and keeps them all."""
+        builds = _BUILDS.get()
+        if not self._tree and builds and len(builds) == 1 and hasattr(response, "source_nodes"):
+            response.source_nodes = nodes_in_prompt(response.source_nodes, builds[0])
+        return response
+
     def synthesize(self, query: Any, nodes: list[NodeWithScore],
                    additional_source_nodes: Sequence[NodeWithScore] | None = None, **kwargs: Any) -> Any:
         """LlamaIndex's own (events, callbacks, response types), with the nodes themselves (scores,
         offsets, metadata) reaching the assembler instead of their flattened texts."""
         token, builds = _NODES.set(nodes), _BUILDS.set([])
         try:
-            return super().synthesize(query, nodes, additional_source_nodes, **kwargs)
+            return self._sent_sources(super().synthesize(query, nodes, additional_source_nodes, **kwargs))
         finally:
             _NODES.reset(token)
             _BUILDS.reset(builds)
@@ -318,7 +327,7 @@ class ContextKitSynthesizer(LastBuildMixin, BaseSynthesizer):
                           additional_source_nodes: Sequence[NodeWithScore] | None = None, **kwargs: Any) -> Any:
         token, builds = _NODES.set(nodes), _BUILDS.set([])
         try:
-            return await super().asynthesize(query, nodes, additional_source_nodes, **kwargs)
+            return self._sent_sources(await super().asynthesize(query, nodes, additional_source_nodes, **kwargs))
         finally:
             _NODES.reset(token)
             _BUILDS.reset(builds)

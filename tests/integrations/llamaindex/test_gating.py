@@ -148,3 +148,17 @@ def test_a_store_too_small_to_calibrate_gets_a_lower_bar(li_embedding_session, c
     near = engine.query("What should I cook for dinner tonight?").metadata["contextkit"]["relevance"]
     assert off["min_similarity"] == near["min_similarity"] == UNCALIBRATED_MIN_SIMILARITY
     assert off["off_topic"] is True and near["off_topic"] is False
+
+
+def test_source_nodes_are_what_the_prompt_sent(pep_index):
+    """``response.source_nodes`` (what an app lists as sources, what LlamaIndex's evaluators judge the answer
+    against) holds the nodes the model saw: none for an off-topic question, and each one's text in the prompt."""
+    llm = RecordingChatLLM()
+    engine = contextkit_query_engine(pep_index, llm, similarity_top_k=8)
+    assert engine.query(OFF_TOPIC[0]).source_nodes == []
+    response = engine.query(PEP_QUESTIONS[0])
+    sent = _sent(llm)
+    assert response.source_nodes and all(n.node.get_content()[:60] in sent for n in response.source_nodes)
+    dropped = [it for it in response.metadata["contextkit"]["items"] if it["status"] == "dropped"]
+    kept = {n.node.node_id for n in response.source_nodes}
+    assert all(it["id"] not in kept for it in dropped)
