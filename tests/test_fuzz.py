@@ -296,6 +296,41 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order)
     return True
 
 
+def check_lean_xml_assembly(tok, items, turns, instructions, question, budget, order) -> bool:
+    """``markup="lean"``: the same structure; each element a run of passages of one source under a short
+    citation id, which the report maps back to the items; every included passage's text round-trips."""
+    from contextkit.assembly._fill import PART_GAP
+
+    try:
+        prompt, report = assemble(_sections(items, turns, instructions, question), budget, evidence_order=order,
+                                  markup="lean")
+    except BudgetError:
+        return False
+    assert tok.count(prompt) == report.tokens <= budget
+    root = ET.fromstring(f"<prompt>{prompt}</prompt>")  # a forged or broken tag fails to parse here
+    assert [c.tag for c in root] == [s.tag for s in report.sections if s.tokens > 0]
+    ev = root.find("evidence")
+    docs = list(ev) if ev is not None else []
+    assert [d.get("id") for d in docs] == list(report.citations) == [str(n) for n in range(1, len(docs) + 1)]
+    kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
+    assert sorted(x for ids in report.citations.values() for x in ids) == sorted(kept)
+    from contextkit.assembly._invisible import strip_invisible
+
+    by_id = {strip_invisible(it.id)[0]: it for it in items}  # the report's ids lose invisible characters too
+    flat = re.compile("[\r\n]")
+    for d in docs:
+        assert d.tag == "document" and len(d) == 0 and set(d.attrib) <= {"id", "source"}
+        ids = report.citations[d.get("id")]
+        passages = [by_id[x] for x in ids]
+        assert d.get("source") == (attribute_view(passages[0].source) or None)
+        assert len({attribute_view(p.source) or x for p, x in zip(passages, ids)}) == 1  # one document per element
+        if all(kept[x].status == "included" for x in ids):
+            expected = PART_GAP.join(assembled_view(p.text) for p in passages)
+            assert flat.sub("", d.text) == flat.sub("", expected)
+    assert root.find("question").text == body_view(question or "?")
+    return True
+
+
 def check_markdown_assembly(tok, items, turns, instructions, question, budget, order) -> bool:
     """Assemble as Markdown and parse it as CommonMark: our headings and one fence per body."""
     from markdown_it import MarkdownIt
@@ -337,6 +372,12 @@ class TestAssemblerFuzz:
     @given(data=assembly_inputs())
     def test_xml_prompt_is_exactly_our_sections(self, cl100k, data):
         if not check_xml_assembly(cl100k, *data):
+            event("pinned sections over the budget")
+
+    @fast(50)
+    @given(data=assembly_inputs())
+    def test_lean_xml_prompt_is_exactly_our_sections(self, cl100k, data):
+        if not check_lean_xml_assembly(cl100k, *data):
             event("pinned sections over the budget")
 
     @fast(50)

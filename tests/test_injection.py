@@ -172,6 +172,70 @@ def _from_the_named_chunk(shown: str, chunk, docs: dict[str, str], view) -> bool
     return all(piece.strip() in own for piece in shown.removesuffix("…").split(" … "))
 
 
+def check_lean_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, str], question: str) -> int:
+    """``markup="lean"``: the same structure, each element a run of one document's passages under a short
+    citation id that the report maps back to real chunks; every passage's text as :func:`check_xml` wants it."""
+    from contextkit.assembly._fill import PART_GAP
+
+    root = ET.fromstring(f"<prompt>{prompt}</prompt>")
+    assert [c.tag for c in root] == [s.tag for s in report.sections if s.tokens > 0]
+    verbatim = re.findall(r"<!\[CDATA\[(.*?)\]\]>", prompt, flags=re.S)
+    assert not any(re.search(r"<[A-Za-z/!?]", v) for v in verbatim), verbatim
+    outside = re.sub(r"<!\[CDATA\[.*?\]\]>", "", prompt, flags=re.S)
+    for m in re.finditer("<", outside):
+        assert re.match(rf"</?({'|'.join(OUR_TAGS)})[ >]", outside[m.start():]), outside[m.start():m.start() + 40]
+    assert outside.count("<") == 2 * sum(1 for _ in root.iter()) - 2
+    assert root.find("instructions").text == f"\n{INSTRUCTIONS}\n"
+    assert root.find("question").text == xml_view(f"\n{question}\n")
+    elements = list(root.find("evidence"))
+    assert [d.get("id") for d in elements] == [str(n) for n in range(1, len(elements) + 1)] == list(report.citations)
+    status = {i.id: i for i in report.items if i.section == "evidence"}
+    for d in elements:
+        assert d.tag == "document" and set(d.attrib) <= {"id", "source", "title", "page"}, d.attrib
+        ids = report.citations[d.get("id")]
+        assert ids and all(x in chunks and status[x].citation == d.get("id") for x in ids)
+        passages = [x for x in ids if status[x].status in ("included", "truncated")]
+        groups = {x: [y for y in ids if y == x or status[y].detail == f"merged into {x}"] for x in passages}
+        assert {chunks[x].doc_id for x in ids} == {chunks[ids[0]].doc_id}  # one document per element
+        assert d.get("source") in (chunks[ids[0]].metadata.get("source"), chunks[ids[0]].doc_id)
+        parts = d.text[1:-1].split(PART_GAP)
+        assert d.text.startswith("\n") and d.text.endswith("\n") and len(parts) == len(passages)
+        for body, x in zip(parts, passages):
+            chunk = min((chunks[y] for y in groups[x]), key=lambda c: c.start)
+            if status[x].status == "included":
+                rest = xml_view(docs[chunk.doc_id][chunk.start:])
+                assert rest.startswith(body) and body.startswith(xml_view(chunk.text).rstrip("\n"))
+            else:
+                assert _from_the_named_chunk(body, chunks[x], docs, xml_view)
+    return len(elements)
+
+
+def check_lean_markdown(prompt: str, report, chunks: dict[str, object], docs: dict[str, str], question: str) -> int:
+    from markdown_it import MarkdownIt
+
+    from contextkit.assembly._fill import PART_GAP
+
+    tokens = MarkdownIt("commonmark").parse(prompt)
+    headings = [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"]
+    tight = _tight(report)
+    assert [h for tag, h in headings if tag == "h2"] == ["Instructions", "Evidence", "Question", *["Reminder"] * (not tight)]
+    items = [h for tag, h in headings if tag == "h3"]
+    assert [re.match(r'document \(id: "(\d+)"', h).group(1) for h in items] == list(report.citations)
+    fences = [t.content for t in tokens if t.type == "fence"]
+    assert len(fences) == len(items) + 1 and fences[-1] == question + "\n"
+    status = {i.id: i for i in report.items if i.section == "evidence"}
+    for body, ids in zip(fences[:-1], report.citations.values()):
+        passages = [x for x in ids if status[x].status in ("included", "truncated")]
+        parts = body[:-1].split(PART_GAP)
+        assert len(parts) == len(passages)
+        for part, x in zip(parts, passages):
+            firsts = [chunks[y] for y in ids if y == x or status[y].detail == f"merged into {x}"]
+            chunk = min(firsts, key=lambda c: c.start)
+            assert md_view(docs[chunk.doc_id][chunk.start:]).startswith(part) or _from_the_named_chunk(
+                part, chunks[x], docs, md_view), part
+    return len(items)
+
+
 def check_markdown(prompt: str, report, chunks: dict[str, object], docs: dict[str, str], question: str) -> int:
     from markdown_it import MarkdownIt
 
@@ -218,9 +282,10 @@ def _chunks(index) -> dict[str, object]:
     return {c.id: c for c in index.store.chunks_by_rowid(rowids).values()}
 
 
+@pytest.mark.parametrize("markup", ["full", "lean"])
 @pytest.mark.parametrize("budget", [20_000, 700])
 @pytest.mark.parametrize("fmt", ["xml", "markdown"])
-def test_hostile_corpus_cannot_close_or_forge_a_section(hostile_index, embedder, cl100k, fmt, budget):
+def test_hostile_corpus_cannot_close_or_forge_a_section(hostile_index, embedder, cl100k, fmt, budget, markup):
     from contextkit.assembly.context_assembler import ContextAssembler
     from contextkit.index import Index
     from contextkit.retrievers import HybridRetriever
@@ -233,14 +298,17 @@ def test_hostile_corpus_cannot_close_or_forge_a_section(hostile_index, embedder,
     with Index.open(index_dir, read_only=True) as index:
         chunks = _chunks(index)
         assert len(chunks) > len(HOSTILE)  # several chunks per hostile file: cuts fall inside the attacks too
-        assembler = ContextAssembler(budget, retriever=HybridRetriever(index, embedder), format=fmt,
+        assembler = ContextAssembler(budget, retriever=HybridRetriever(index, embedder), format=fmt, markup=markup,
                                      fill="budget")  # every hostile chunk in, not only the relevant ones
         for query in [*QUERIES, QUESTION]:
             k = len(chunks) if budget > 1_000 else None
             kw = {"history": [{"role": "user", "content": history[0]}]} if fmt == "xml" else {}
             prompt, report = assembler.assemble(query, instructions=INSTRUCTIONS, k=k, **kw)
             assert cl100k.count(prompt) == report.tokens <= budget
-            if fmt == "xml":
+            if markup == "lean":
+                check = check_lean_xml if fmt == "xml" else check_lean_markdown
+                checked += check(prompt, report, chunks, docs, query)
+            elif fmt == "xml":
                 checked += check_xml(prompt, report, chunks, docs, query, history if kw else ())
             else:
                 checked += check_markdown(prompt, report, chunks, docs, query)
@@ -295,8 +363,9 @@ HOSTILE_TEXT = st.lists(st.one_of(FRAGMENTS, st.text(st.characters(exclude_categ
 @settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                                                 HealthCheck.function_scoped_fixture])
 @given(texts=st.lists(HOSTILE_TEXT, min_size=1, max_size=4), suffix=st.sampled_from([".md", ".txt"]),
-       fmt=st.sampled_from(["xml", "markdown"]), budget=st.integers(300, 4_000))
-def test_random_hostile_files_end_to_end(embedder, cl100k, texts, suffix, fmt, budget):
+       fmt=st.sampled_from(["xml", "markdown"]), budget=st.integers(300, 4_000),
+       markup=st.sampled_from(["full", "lean"]))
+def test_random_hostile_files_end_to_end(embedder, cl100k, texts, suffix, fmt, budget, markup):
     from contextkit.assembly.context_assembler import ContextAssembler
     from contextkit.index import Index
     from contextkit.ingestion import ingest
@@ -311,9 +380,10 @@ def test_random_hostile_files_end_to_end(embedder, cl100k, texts, suffix, fmt, b
         with Index.open(Path(tmp) / "ix", read_only=True) as index:
             chunks = _chunks(index)
             assembler = ContextAssembler(budget, retriever=HybridRetriever(index, embedder), format=fmt,
-                                     fill="budget")  # every hostile chunk in, not only the relevant ones
+                                         markup=markup, fill="budget")  # every hostile chunk in
             for query in ("ignore previous instructions", "FAISS"):
                 prompt, result = assembler.assemble(query, instructions=INSTRUCTIONS, k=len(chunks))
                 assert cl100k.count(prompt) == result.tokens <= budget
-                check = check_xml if fmt == "xml" else check_markdown
+                check = {("xml", "full"): check_xml, ("markdown", "full"): check_markdown,
+                         ("xml", "lean"): check_lean_xml, ("markdown", "lean"): check_lean_markdown}[fmt, markup]
                 check(prompt, result, chunks, docs, query)

@@ -22,7 +22,15 @@ from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
 from contextkit.core.text import Deduplicator, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["Block", "SectionFill", "lean_attributes"]
+__all__ = ["MARKUPS", "PART_GAP", "Block", "SectionFill", "lean_attributes"]
+
+#: How evidence is marked up: ``"full"`` (each passage its own element with its chunk id, source, title, page
+#: and score) or ``"lean"`` (a short citation id, the source once per run of one document, no score).
+MARKUPS = ("full", "lean")
+#: Between two passages of one document in one lean element: the text between them is not shown.
+PART_GAP = "\n…\n"
+#: The citation id whose tag is counted while choosing, before the real ones are known (two digits: one token).
+_PLACEHOLDER_ID = "10"
 
 
 def lean_attributes(attrs: dict[str, str]) -> dict[str, str]:
@@ -40,6 +48,7 @@ class Block:
     exact: bool = False
     item: int | None = None  # index into SectionFill.entries for items and messages
     body: str | None = None  # the entry's body this block shows (to know when it changes)
+    items: tuple[int, ...] = ()  # lean markup: every entry the element shows, in prompt order
 
 
 @dataclass(slots=True)
@@ -62,6 +71,8 @@ class _Entry:
     counted: tuple[str, int, str] | None = None  # last block rendered, its exact count, the body it shows
     focus: tuple[int, int] | None = None  # a merged passage: where its best part's own text lies in ``raw``
     parts: tuple[tuple[str, int, int], ...] = ()  # a merged passage: (id, start, end) of each part in ``raw``
+    doc: str = ""  # evidence: the document it belongs to (lean markup puts a run of one document in one element)
+    citation: str | None = None  # lean markup: the short id of the element it is shown in
     _body: str | None = None
 
     @property
@@ -95,6 +106,13 @@ class SectionFill:
     relevance: Any = None  # evidence: the RelevanceReport of the gate
     lean: bool = False  # evidence under a tight budget: tags carry the id alone (see :meth:`attributes`)
     invisible_removed: int = 0  # invisible characters taken out of the untrusted text (set on the first fill)
+    markup: str = "full"  # evidence: "full" or "lean" (see :data:`MARKUPS` and :meth:`group_attributes`)
+    show_scores: bool = True  # evidence: the retrieval score on the tag
+    groups_documents: bool = True  # the evidence order keeps a document's passages together (not "score")
+    citation_prefix: str = ""  # lean markup: before each citation id ("2." in a second evidence section)
+    markup_tokens: int = 0  # set by :meth:`measure`: the section's tokens that are not text it carries
+    item_tokens: dict[int, int] = field(default_factory=dict)  # set by :meth:`measure`: entry index -> tokens
+    _group_counts: dict[tuple[int, ...], tuple[str, int]] = field(default_factory=dict)  # lean: exact counts
 
     # ----------------------------------------------------------- estimates
     @property
@@ -118,20 +136,65 @@ class SectionFill:
             e.body_tokens = self.count(e.body)
         return e.body_tokens
 
+    @property
+    def grouped(self) -> bool:
+        """Evidence in lean markup: runs of one document's passages go in one element."""
+        return self.markup == "lean" and self.section.items is not None
+
     def attributes(self, e: _Entry) -> dict[str, str]:
         """The tag's attributes: all of them, or under a tight budget (:attr:`lean`) the id alone, and the
         source only where the id does not already name it (a chunk's id is its source, ``::`` and a number).
+        Lean markup: see :meth:`group_attributes`.
 
         Why: at a few hundred tokens the source written twice, the score and the truncated flag took
         about 40 tokens a document, as much as the passage's answer sentence."""
-        if not self.lean:
-            return {**e.attrs, "truncated": "true"} if e.shown is not None else e.attrs
-        return lean_attributes(e.attrs)
+        if self.grouped:
+            return self.group_attributes([e], e.citation or _PLACEHOLDER_ID)
+        if self.lean:
+            return lean_attributes(e.attrs)
+        attrs = e.attrs if self.show_scores or "score" not in e.attrs else {
+            k: v for k, v in e.attrs.items() if k != "score"}
+        return {**attrs, "truncated": "true"} if e.shown is not None else attrs
 
-    def cut_tag_tokens(self, e: _Entry) -> int:
+    def group_attributes(self, group: list[_Entry], citation: str, tight: bool | None = None) -> dict[str, str]:
+        """Lean markup: the attributes of one element holding ``group`` (passages of one document, in prompt
+        order): the short citation id, the source once, the title and the pages when a passage has them,
+        the best score only when :attr:`show_scores` asks; under a tight budget the id and the source alone.
+        No ``truncated`` flag: the report says which passages were cut."""
+        attrs = {"id": citation}
+        source = group[0].attrs.get("source")
+        if source:
+            attrs["source"] = source
+        if self.lean if tight is None else tight:
+            return attrs
+        title = next((e.attrs["title"] for e in group if "title" in e.attrs), None)
+        if title:
+            attrs["title"] = title
+        pages = [_page_range(e.attrs["page"]) for e in group if "page" in e.attrs]
+        if pages:
+            first, last = min(p[0] for p in pages), max(p[1] for p in pages)
+            attrs["page"] = f"{first}-{last}" if last > first else str(first)
+        scored = [e for e in group if e.score is not None and "score" in e.attrs]
+        if self.show_scores and scored:
+            attrs["score"] = max(scored, key=lambda e: e.score or 0.0).attrs["score"]
+        return attrs
+
+    def joins(self, e: _Entry, taken_docs: set[str]) -> bool:
+        """Lean markup: whether ``e`` would likely join an element of its document already taken (counted
+        as a gap, not a tag, while choosing; the prompt is counted exactly later)."""
+        return self.grouped and self.groups_documents and bool(e.doc) and e.doc in taken_docs
+
+    def tag_tokens(self, e: _Entry, joins: bool = False) -> int:
+        """The tokens ``e``'s tags (or, joining an element of its document, the gap before it) add."""
+        if joins:
+            return self.count(PART_GAP)
+        return self.count(self.entry_block(e, ""))
+
+    def cut_tag_tokens(self, e: _Entry, joins: bool = False) -> int:
         """The tokens of ``e``'s tags once it is cut (with the truncated flag, unless lean)."""
-        attrs = self.attributes(e) if self.lean else {**e.attrs, "truncated": "true"}
-        return self.count(self.renderer.item_block("", attrs))
+        if self.grouped or self.lean:
+            return self.tag_tokens(e, joins)
+        return self.count(self.renderer.item_block("", {**self.attributes(e), "truncated": "true"}))
 
     def entry_block(self, e: _Entry, body: str) -> str:
         attrs = self.attributes(e)
@@ -139,10 +202,10 @@ class SectionFill:
             return self.renderer.message_block(e.role or "user", body, attrs)
         return self.renderer.item_block(body, attrs)
 
-    def entry_estimate(self, e: _Entry, body: str | None = None) -> int:
-        """Tags counted with their attributes, plus the body's count."""
+    def entry_estimate(self, e: _Entry, body: str | None = None, joins: bool = False) -> int:
+        """Tags counted with their attributes (or the gap, joining an element), plus the body's count."""
         body_tokens = self.body_tokens(e) if body is None else self.count(body)
-        return self.count(self.entry_block(e, "")) + body_tokens
+        return self.tag_tokens(e, joins) + body_tokens
 
     def frame(self) -> tuple[str, str]:
         s = self.section
@@ -181,6 +244,7 @@ class SectionFill:
         blocks and the prompt, not every candidate's text as well."""
         self.dedup = None
         self.orderer = None  # it holds the (merged) candidates
+        self._group_counts = {}
         for b in self.blocks:
             b.body = None
         for e in self.entries:
@@ -199,6 +263,7 @@ class SectionFill:
         room = cap - frame
         entries = self.entries if self.section.messages is None else list(reversed(self.entries))  # newest first
         full = False
+        taken_docs = {e.doc for e in self.entries if e.status in TAKEN} if self.grouped else set()
         for e in entries:
             if e.status != ItemStatus.PENDING:
                 continue
@@ -210,15 +275,17 @@ class SectionFill:
                 if dup:
                     e.status, e.reason, e.detail = ItemStatus.DROPPED, dup[0], f"repeats {dup[1]}"
                     continue
-            need = self.entry_estimate(e)
+            joins = self.joins(e, taken_docs)
+            need = self.entry_estimate(e, joins=joins)
             if need <= room:
                 e.status = ItemStatus.INCLUDED
                 room -= need
+                taken_docs.add(e.doc)
                 continue
             full = True  # the first item that does not fit is cut; the rest wait for settling's room
             first = not any(x.status in TAKEN for x in self.entries)
-            if self.section.messages is None and self.shorten(e, room - self.cut_tag_tokens(e) - 1, first):
-                room -= self.entry_estimate(e, e.shown)
+            if self.section.messages is None and self.shorten(e, room - self.cut_tag_tokens(e, joins) - 1, first):
+                room -= self.entry_estimate(e, e.shown, joins)
                 continue
             e.status, e.reason = ItemStatus.DROPPED, "budget"
             if self.section.messages is not None:
@@ -397,7 +464,11 @@ class SectionFill:
         head, tail = self.frame()
         blocks = [Block(head, self.count(head), exact=True)]
         taken = [i for i, e in enumerate(self.entries) if e.status in TAKEN]
-        for i in self.orderer(taken) if self.orderer else taken:
+        ordered = self.orderer(taken) if self.orderer else taken
+        if self.grouped:
+            blocks += self._group_blocks(ordered)
+            ordered = []
+        for i in ordered:
             e = self.entries[i]
             body = e.current
             if e.counted is not None and e.counted[2] is body:  # unchanged since it was rendered and counted
@@ -409,3 +480,81 @@ class SectionFill:
             blocks.append(Block(tail, self.count(tail), exact=True))
         self.blocks = blocks
 
+
+    def _group_blocks(self, ordered: list[int]) -> list[Block]:
+        """Lean markup: one block per run of one document's passages in prompt order, each with its short
+        citation id ("1", "2"... in order of appearance), the passages' bodies joined by :data:`PART_GAP`.
+
+        A run breaks where the document changes or two passages carry different titles. The count of a
+        block already counted with the same text is reused; the others are counted by settling."""
+        self._group_counts = {b.items: (b.text, b.tokens) for b in self.blocks if b.items and b.exact}
+        groups: list[list[int]] = []
+        for i in ordered:
+            e = self.entries[i]
+            last = self.entries[groups[-1][-1]] if groups else None
+            if last is not None and e.doc and e.doc == last.doc and _same_title(self.entries, groups[-1], e):
+                groups[-1].append(i)
+            else:
+                groups.append([i])
+        blocks = []
+        for n, group in enumerate(groups, start=1):
+            citation = f"{self.citation_prefix}{n}"
+            members = [self.entries[i] for i in group]
+            for e in members:
+                e.citation = citation
+            text = self.renderer.item_block(PART_GAP.join(e.current for e in members),
+                                            self.group_attributes(members, citation))
+            key = tuple(group)
+            known = self._group_counts.get(key)
+            if known is not None and known[0] == text:
+                blocks.append(Block(text, known[1], exact=True, item=group[0], items=key))
+            else:
+                estimate = self.tag_tokens(members[0]) + sum(
+                    self.body_tokens(e) if e.shown is None else self.count(e.shown) for e in members)
+                estimate += (len(members) - 1) * self.count(PART_GAP)
+                blocks.append(Block(text, estimate, item=group[0], items=key))
+        return blocks
+
+    def measure(self) -> None:
+        """The report's exact figures, once the blocks are final and before :meth:`release`: the tokens of
+        markup (the section's tokens less those of the text it carries, each text counted on its own as it
+        reads, unescaped) and, in a lean element of several passages, each passage's tokens (its text's; the
+        first passage's also holds the tags and gaps, so the element's tokens add up)."""
+        texts: list[str] = []
+        owners: list[int | None] = []
+        if self.body is not None:
+            if self.blocks:
+                texts.append(self._text_of(self.shown if self.shown is not None else self.body))
+                owners.append(None)
+        else:
+            for b in self.blocks:
+                for i in b.items or ((b.item,) if b.item is not None else ()):
+                    texts.append(self._text_of(self.entries[i].current))
+                    owners.append(i)
+        counts = self.tokenizer.count_many(texts) if texts else []
+        self.markup_tokens = max(0, sum(b.tokens for b in self.blocks) - sum(counts))
+        own = {i: n for i, n in zip(owners, counts) if i is not None}
+        self.item_tokens = {}
+        for b in self.blocks:
+            if b.item is None:
+                continue
+            rest = {i: own[i] for i in b.items[1:]}
+            self.item_tokens.update(rest)
+            self.item_tokens[b.item] = max(0, b.tokens - sum(rest.values()))
+
+    def _text_of(self, body: str) -> str:
+        """A rendered body's text as a reader reads it (XML unescaped, out of its CDATA section)."""
+        return plain_text(body) if self.renderer.format == "xml" else body
+
+
+def _page_range(value: str) -> tuple[int, int]:
+    """``"3"`` or ``"2-3"`` (a tag's ``page``) as ``(first, last)``."""
+    first, _, last = value.partition("-")
+    return int(first), int(last or first)
+
+
+def _same_title(entries: list[_Entry], group: list[int], e: _Entry) -> bool:
+    """Whether ``e`` may join ``group``: no two different titles in one element (a passage without a title
+    opens with it, or has none)."""
+    title = e.attrs.get("title")
+    return title is None or all(entries[i].attrs.get("title") in (None, title) for i in group)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from contextkit.assembly._fill import SectionFill, _Entry
 from contextkit.assembly._states import ItemStatus, Role
-from contextkit.assembly.passages import EvidenceOrder, merge_overlapping, order_items
+from contextkit.assembly.passages import EvidenceOrder, document_key, merge_overlapping, order_items
 from contextkit.assembly.relevance import FillMode, gate
 from contextkit.assembly.render import Renderer
 from contextkit.assembly.sections import Section
@@ -132,8 +132,9 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
         fill.entries.append(_Entry(id=item.id, raw=item.text, escape=renderer.body, attrs=_attributes(item),
                                    body_tokens=trusted, source=item.source, score=item.score,
                                    focus=_focus(item) if item.id in merged_into else None,
-                                   parts=_parts(item) if item.id in merged_into else ()))
+                                   parts=_parts(item) if item.id in merged_into else (), doc=document_key(item)))
     fill.orderer = _orderer(fill, kept, evidence_order)
+    fill.groups_documents = evidence_order != "score"
 
 
 def _screen(items: list[EvidenceItem]) -> tuple[list[EvidenceItem], list[_Early]]:

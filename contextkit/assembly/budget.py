@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import ConfigDict, Field
 
-from contextkit.assembly._fill import SectionFill, lean_attributes
+from contextkit.assembly._fill import MARKUPS, SectionFill, lean_attributes
 from contextkit.assembly._invisible import without_invisible
 from contextkit.assembly._prepare import prepare, redacted
 from contextkit.assembly._settle import settle, share_out
@@ -59,7 +59,7 @@ from contextkit.core.config import (
     check_limit,
     check_limit_option,
 )
-from contextkit.core.errors import BudgetError
+from contextkit.core.errors import BudgetError, InvalidArgumentError
 from contextkit.core.profiles import ModelProfile, get_profile
 from contextkit.core.settings import Settings, check_options
 from contextkit.core.telemetry import assembly_figures, traced
@@ -135,6 +135,12 @@ class AssemblyOptions(Settings):
     text_escape: Literal["auto", "entities", "cdata"] = Field(
         default="auto", description="XML: how untrusted text is kept from breaking the structure: 'entities' "
         "(&lt; and &amp;), 'cdata' (verbatim in CDATA sections), 'auto' (CDATA for text holding < or & where no < looks like markup)")
+    markup: Literal["full", "lean"] = Field(
+        default="full", description="evidence markup: 'full' (each passage its own element: chunk id, source, "
+        "title, page, score); 'lean' (a short citation id, the source once per run of one document's passages, "
+        "which share one element; no score; report.citations maps each id to its chunks)")
+    show_scores: bool | None = Field(default=None, description="the retrieval score on evidence tags (default: "
+                                     "with markup='full', not with 'lean')")
     keep_text: bool = False
     keep_invisible: bool = Field(default=False, description="keep invisible and deceptive characters (tag "
                                  "characters, bidi controls, zero-width) in untrusted text; removed and counted "
@@ -198,9 +204,12 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     _check_limits(sections, opts)
     if opts.format not in ("xml", "markdown"):
         raise SectionError(f"format must be 'xml' or 'markdown', not {opts.format!r}")
+    if opts.markup not in MARKUPS:
+        raise InvalidArgumentError(f"markup must be one of {', '.join(MARKUPS)}, not {opts.markup!r}")
     renderer = Renderer(opts.format, item_tag=opts.item_tag, message_tag=opts.message_tag,
                         text_escape=opts.text_escape)
     fills = _prepare_all(list(sections), renderer, tok, opts, redactor)
+    _mark_up(fills, opts)
     notes = [f"section {f.section.name!r} is empty" for f in fills if f.body is None and not f.entries]
     _hand_history(fills, history_summarizer)
     room = limit - (chat_reserve(opts.chat, tok) if opts.chat else 0)
@@ -213,6 +222,7 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     chat = chat_parts(fills)
     for f in fills:
         f.report_unshown_parts()
+        f.measure()
         f.release(opts.keep_text)
     prompt = "".join(b.text for f in fills for b in f.blocks)
     if opts.verify:
@@ -320,6 +330,16 @@ def _spend(fills: list[SectionFill], limit: int, opts: AssemblyOptions) -> list[
     return flexible
 
 
+def _mark_up(fills: list[SectionFill], opts: AssemblyOptions) -> None:
+    """Each evidence fill's markup; lean citation ids are numbered per evidence section ("1"; a second
+    evidence section's "2.1"), so that no two elements of a prompt share one."""
+    show = opts.show_scores if opts.show_scores is not None else opts.markup == "full"
+    evidence = [f for f in fills if f.section.items is not None]
+    for n, f in enumerate(evidence, start=1):
+        f.markup, f.show_scores = opts.markup, bool(show)
+        f.citation_prefix = f"{n}." if n > 1 else ""
+
+
 def _tight(fills: list[SectionFill], room: int) -> bool:
     """Whether the budget is tight: restating the instructions and the optional attributes of the best
     passage's tag (source when the id names it, score, the truncated flag) would take more than
@@ -331,8 +351,12 @@ def _tight(fills: list[SectionFill], room: int) -> bool:
     for f in fills:
         best = next((e for e in f.entries if e.status == ItemStatus.PENDING), None)
         if f.section.items is not None and best is not None:
-            full = f.count(f.renderer.item_block("", {**best.attrs, "truncated": "true"}))
-            optional += full - f.count(f.renderer.item_block("", lean_attributes(best.attrs)))
+            if f.grouped:  # lean markup: what a tight budget takes off is the title and the pages
+                full = f.count(f.renderer.item_block("", f.group_attributes([best], "1", tight=False)))
+                optional += full - f.count(f.renderer.item_block("", f.group_attributes([best], "1", tight=True)))
+            else:
+                full = f.count(f.renderer.item_block("", {**f.attributes(best), "truncated": "true"}))
+                optional += full - f.count(f.renderer.item_block("", lean_attributes(best.attrs)))
     pinned = sum(f.full_estimate() for f in fills if f.section.pinned)
     return optional > TIGHT_SHARE * room or pinned > room
 
@@ -380,9 +404,11 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
     if relevance is not None and relevance.message:
         notes.append(relevance.message)
     offset = 0
+    first: dict[int, int] = {}
     for f in fills:
         start = offset
         offset += sum(len(b.text) for b in f.blocks)
+        first[id(f)] = len(items)
         sections.append(_section_report(f, start, offset, items, opts.keep_text))
     return AssemblyReport(
         budget=limit, model=profile.name if profile else None, tokenizer=tok.name,
@@ -392,7 +418,35 @@ def _report(fills: list[SectionFill], prompt: str, total: int, limit: int, profi
         prompt_sha256=_sha256(f.blocks for f in fills), sections=sections, items=items,
         notes=notes, compression=[r for f in fills for r in f.compression], relevance=relevance,
         warnings=_evidence_warnings(fills, limit, relevance),
-        invisible_removed=sum(f.invisible_removed for f in fills))
+        invisible_removed=sum(f.invisible_removed for f in fills), markup=opts.markup,
+        markup_tokens=sum(s.markup_tokens for s in sections), citations=_citations(fills, items, first))
+
+
+def _citations(fills: list[SectionFill], items: list[ItemReport], first: dict[int, int]) -> dict[str, list[str]]:
+    """Lean markup: each citation id -> the chunk ids its element shows, in prompt order (a merged passage's
+    parts in its text's order, those whose text a cut left out excepted); each item's ``citation`` set.
+    ``first``: a fill's (``id()``) first item in ``items`` (its entries are reported in order from there)."""
+    out: dict[str, list[str]] = {}
+    for f in fills:
+        elements = [b.items for b in f.blocks if b.items]  # the blocks in the prompt, not an earlier build's
+        if not elements:
+            continue
+        start = first[id(f)]
+        merged = {(e.detail or "").removeprefix("merged into ") + "\0" + e.id: i for i, e in enumerate(f.entries)
+                  if e.status == ItemStatus.MERGED}
+        for group in elements:
+            citation = f.entries[group[0]].citation
+            assert citation is not None  # set with the block
+            ids: list[str] = []
+            for index in group:
+                e = f.entries[index]
+                for ident in [p[0] for p in e.parts] or [e.id]:
+                    at = index if ident == e.id else merged.get(e.id + "\0" + ident)
+                    if at is not None:
+                        items[start + at].citation = citation
+                        ids.append(ident)
+            out[citation] = ids
+    return out
 
 
 def _evidence_warnings(fills: list[SectionFill], limit: int, relevance: Any) -> list[str]:
@@ -415,7 +469,7 @@ def _evidence_warnings(fills: list[SectionFill], limit: int, relevance: Any) -> 
 def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport], keep_text: bool) -> SectionReport:
     """The section's report; its items' reports are appended to ``items``."""
     s = f.section
-    block_tokens: dict[int, int] = {b.item: b.tokens for b in f.blocks if b.item is not None}
+    block_tokens: dict[int, int] = f.item_tokens or {b.item: b.tokens for b in f.blocks if b.item is not None}
     counts = dict.fromkeys((ItemStatus.INCLUDED, ItemStatus.TRUNCATED, ItemStatus.DROPPED, ItemStatus.SUMMARIZED), 0)
     for i, e in enumerate(f.entries):
         status = e.status if e.status != ItemStatus.PENDING else ItemStatus.DROPPED
@@ -425,7 +479,7 @@ def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport
                 else None)
         items.append(_item_report(  # the report holds the plain string
             id=e.id, section=s.name, source=e.source, score=e.score, status=status.value, reason=e.reason,
-            detail=e.detail, tokens=block_tokens.get(i, 0), text=text))
+            detail=e.detail, tokens=block_tokens.get(i, 0), text=text, citation=None))
     # a section still pending reports as included; the report holds the plain string
     truncated = f.status == SectionStatus.TRUNCATED or (f.entries and counts[ItemStatus.TRUNCATED])
     section_status: ReportedSectionStatus = (
@@ -437,4 +491,4 @@ def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport
         max_share=s.max_share,
         tokens=sum(b.tokens for b in f.blocks), start=start, end=end, status=section_status, reason=f.reason,
         items_included=counts[ItemStatus.INCLUDED], items_truncated=counts[ItemStatus.TRUNCATED],
-        items_dropped=counts[ItemStatus.DROPPED] + counts[ItemStatus.SUMMARIZED])
+        items_dropped=counts[ItemStatus.DROPPED] + counts[ItemStatus.SUMMARIZED], markup_tokens=f.markup_tokens)

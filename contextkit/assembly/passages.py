@@ -18,7 +18,7 @@ from contextkit.core.errors import InvalidArgumentError
 from contextkit.core.records import EvidenceItem
 from contextkit.core.text import Deduplicator, normalise_text, sentence_set
 
-__all__ = ["Deduplicator", "merge_overlapping", "normalise_text", "order_items", "sentence_set"]
+__all__ = ["Deduplicator", "document_key", "merge_overlapping", "normalise_text", "order_items", "sentence_set"]
 
 EvidenceOrder = Literal["lost_in_the_middle", "score", "document"]
 
@@ -114,13 +114,13 @@ def order_items(items: list[EvidenceItem], mode: EvidenceOrder = "lost_in_the_mi
         raise InvalidArgumentError(f"evidence order must be lost_in_the_middle, score or document, not {mode!r}")
     groups: dict[str, list[EvidenceItem]] = {}
     for item in ranked:  # best document first, as its best passage ranks
-        groups.setdefault(_document_key(item), []).append(item)
+        groups.setdefault(document_key(item), []).append(item)
     ordered = [sorted(group, key=_reading_key) for group in groups.values()]
     placed = ordered[0::2] + ordered[1::2][::-1]
     return [item for group in placed for item in group]
 
 
-def _document_key(item: EvidenceItem) -> str:
+def document_key(item: EvidenceItem) -> str:
     """The document an item belongs to (an item with neither a document id nor a source stands alone)."""
     if item.doc_id:
         return "doc\0" + item.doc_id

@@ -34,6 +34,8 @@ class ItemReport(BaseModel):
     detail: str | None = Field(default=None, description="e.g. the id it duplicates or was merged into")
     tokens: int = Field(default=0, description="tokens of its block in the prompt (0 when left out)")
     text: str | None = Field(default=None, description="only when the report was asked to keep text")
+    citation: str | None = Field(default=None, description="markup='lean': the short id of the element its "
+                                 "text is shown in (a model cites this; AssemblyReport.citations maps it back)")
 
 
 class SectionReport(BaseModel):
@@ -55,6 +57,8 @@ class SectionReport(BaseModel):
     items_included: int = 0
     items_truncated: int = 0
     items_dropped: int = 0
+    markup_tokens: int = Field(default=0, description="tokens of its tags, fences, headings, gaps and escaping: "
+                               "its tokens less those of the text it carries (each text counted on its own)")
 
 
 class AssemblyReport(BaseModel):
@@ -82,6 +86,20 @@ class AssemblyReport(BaseModel):
     chat_style: str | None = Field(default=None, description="assembled to be sent as chat messages in this style")
     chat_tokens: int | None = Field(default=None, description="tokens of those messages, per-message overhead included")
     chat_tokens_exact: bool | None = Field(default=None, description="False when the overhead or tokenizer is estimated")
+    markup: str = Field(default="full", description="how evidence was marked up: 'full' or 'lean'")
+    markup_tokens: int = Field(default=0, description="the prompt's tokens of markup: the sum of its sections'")
+    citations: dict[str, list[str]] = Field(
+        default_factory=dict, description="markup='lean': each short citation id on an evidence element -> the "
+        "ids of the chunks whose text it shows, in prompt order (merged parts included)")
+
+    def markup_share(self, section: str | None = None) -> float:
+        """The share of the prompt's tokens (or of ``section``'s, by name) that is markup, not text."""
+        if section is None:
+            return self.markup_tokens / self.tokens if self.tokens else 0.0
+        found = next((s for s in self.sections if s.name == section), None)
+        if found is None:
+            raise KeyError(f"no section {section!r} in this report")
+        return found.markup_tokens / found.tokens if found.tokens else 0.0
 
     def dropped(self) -> list[ItemReport]:
         return [i for i in self.items if i.status in LEFT_OUT]
