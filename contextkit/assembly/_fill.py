@@ -22,7 +22,7 @@ from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
 from contextkit.core.text import Deduplicator, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["MARKUPS", "PART_GAP", "Block", "SectionFill", "lean_attributes"]
+__all__ = ["MARKUPS", "OWN_ATTRIBUTES", "PART_GAP", "Block", "SectionFill", "lean_attributes"]
 
 #: How evidence is marked up: ``"full"`` (each passage its own element with its chunk id, source, title, page
 #: and score) or ``"lean"`` (a short citation id, the source once per run of one document, no score).
@@ -31,6 +31,10 @@ MARKUPS = ("full", "lean")
 PART_GAP = "\n…\n"
 #: The citation id whose tag is counted while choosing, before the real ones are known (two digits: one token).
 _PLACEHOLDER_ID = "10"
+
+
+#: The attributes contextkit writes itself; any other on an entry came from its item's ``tag_attributes``.
+OWN_ATTRIBUTES = frozenset({"id", "source", "title", "page", "score", "truncated"})
 
 
 def lean_attributes(attrs: dict[str, str]) -> dict[str, str]:
@@ -174,6 +178,7 @@ class SectionFill:
         if pages:
             first, last = min(p[0] for p in pages), max(p[1] for p in pages)
             attrs["page"] = f"{first}-{last}" if last > first else str(first)
+        attrs.update(_extra_attributes(group[0]))  # equal across the group (see _same_labels)
         scored = [e for e in group if e.score is not None and "score" in e.attrs]
         if self.show_scores and scored:
             attrs["score"] = max(scored, key=lambda e: e.score or 0.0).attrs["score"]
@@ -555,6 +560,14 @@ def _page_range(value: str) -> tuple[int, int]:
 
 def _same_title(entries: list[_Entry], group: list[int], e: _Entry) -> bool:
     """Whether ``e`` may join ``group``: no two different titles in one element (a passage without a title
-    opens with it, or has none)."""
+    opens with it, or has none), and the same extra attributes (a node's ``page_label``, ``section``)."""
     title = e.attrs.get("title")
+    if _extra_attributes(e) != _extra_attributes(entries[group[0]]):
+        return False
     return title is None or all(entries[i].attrs.get("title") in (None, title) for i in group)
+
+
+
+
+def _extra_attributes(e: _Entry) -> dict[str, str]:
+    return {k: v for k, v in e.attrs.items() if k not in OWN_ATTRIBUTES}

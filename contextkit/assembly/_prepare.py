@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace as copy_with
 from typing import TYPE_CHECKING, Any
 
-from contextkit.assembly._fill import SectionFill, _Entry
+from contextkit.assembly._fill import OWN_ATTRIBUTES, SectionFill, _Entry
 from contextkit.assembly._states import ItemStatus, Role
 from contextkit.assembly.passages import EvidenceOrder, document_key, merge_overlapping, order_items
 from contextkit.assembly.relevance import FillMode, gate
@@ -25,7 +25,7 @@ from contextkit.core.tokenizers import Tokenizer
 if TYPE_CHECKING:  # pragma: no cover
     from contextkit.compressors.base import Redactor
 
-__all__ = ["prepare", "redacted"]
+__all__ = ["TAG_ATTRIBUTES_KEY", "prepare", "redacted", "tag_attributes"]
 
 #: An item left out before choosing: (item, status, reason, detail).
 _Early = tuple[EvidenceItem, ItemStatus, str | None, str | None]
@@ -174,9 +174,33 @@ def _attributes(item: EvidenceItem) -> dict[str, str]:
     page, last = item.metadata.get("page"), item.metadata.get("page_end")
     if isinstance(page, int) and not isinstance(page, bool):
         attrs["page"] = f"{page}-{last}" if isinstance(last, int) and last > page else str(page)
+    attrs.update(tag_attributes(item, attrs))
     if item.score is not None:
         attrs["score"] = f"{item.score:.4f}"
     return attrs
+
+
+#: ``EvidenceItem.metadata`` key of extra attributes for the item's tag, ``{name: value}`` (the LlamaIndex
+#: plug-in puts there the node metadata LlamaIndex would show the LLM: ``page_label``, ``section``...).
+TAG_ATTRIBUTES_KEY = "tag_attributes"
+_ATTRIBUTE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+
+
+def tag_attributes(item: EvidenceItem, taken: dict[str, str]) -> dict[str, str]:
+    """The extra attributes of ``item``'s tag (:data:`TAG_ATTRIBUTES_KEY`): names that are valid XML
+    attribute names, not ``xml...`` and not contextkit's own; values a string or a number. Rendered and
+    escaped with the others, so counted in the budget exactly and unable to forge markup; others skipped."""
+    extra = item.metadata.get(TAG_ATTRIBUTES_KEY)
+    if not isinstance(extra, dict):
+        return {}
+    out: dict[str, str] = {}
+    for name, value in extra.items():
+        if not isinstance(name, str) or not _ATTRIBUTE_NAME.match(name) or name.lower().startswith("xml"):
+            continue
+        if name in OWN_ATTRIBUTES or name in taken or isinstance(value, bool) or not isinstance(value, str | int | float):
+            continue
+        out[name] = str(value)
+    return out
 
 
 def _shown_title(item: EvidenceItem) -> str | None:

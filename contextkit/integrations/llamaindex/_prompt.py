@@ -34,8 +34,8 @@ from llama_index.core.prompts.prompt_type import PromptType
 from llama_index.core.prompts.utils import is_chat_model
 from llama_index.core.schema import MetadataMode, NodeWithScore
 
+from contextkit.assembly._prepare import TAG_ATTRIBUTES_KEY
 from contextkit.assembly.budget import AssemblyOptions, AssemblyResult, assemble
-from contextkit.assembly.render import escape_attribute
 from contextkit.assembly.sections import Section
 from contextkit.core.errors import BudgetError, InvalidArgumentError
 from contextkit.core.records import EvidenceItem, Message
@@ -144,9 +144,9 @@ def _visible_metadata(nws: NodeWithScore, source: str) -> dict[str, str]:
 def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[EvidenceItem]:
     """Nodes as evidence items: id, text (no metadata), score, source document and offsets.
 
-    The metadata the LLM would see rides along under ``metadata["attributes"]``; it
-    is rendered as attributes of the item's ``<document>`` tag, not mixed into its
-    text, so overlapping nodes still merge by offsets.
+    The metadata the LLM would see rides along under ``metadata["tag_attributes"]``; the
+    assembler renders it as attributes of the item's ``<document>`` tag (escaped and counted
+    like the others), not mixed into its text, so overlapping nodes still merge by offsets.
     """
     items = []
     for i, nws in enumerate(nodes):
@@ -157,7 +157,7 @@ def evidence_from_nodes(nodes: Sequence[NodeWithScore]) -> list[EvidenceItem]:
         start, end = getattr(node, "start_char_idx", None), getattr(node, "end_char_idx", None)
         offsets_ok = start is not None and end is not None and end - start == len(text)
         plain: dict[str, Any] = {k: v for k, v in meta.items() if isinstance(v, str | int | float)}
-        plain["attributes"] = _visible_metadata(nws, source)
+        plain[TAG_ATTRIBUTES_KEY] = _visible_metadata(nws, source)
         similarity = meta.get(SIMILARITY_KEY)
         items.append(EvidenceItem(
             id=node.node_id or f"node-{i}", text=text, source=source, score=nws.score,
@@ -178,20 +178,17 @@ def _off_topic_bar(evidence: Sequence[EvidenceItem], options: dict[str, Any]) ->
         options["min_similarity"] = min(known)
 
 
-def _with_attributes(block: str, items: Sequence[EvidenceItem], fmt: str, item_tag: str) -> str:
-    """The evidence block with each item's LLM-visible metadata added to its opening tag (or heading)."""
-    for item in items:
-        attrs = item.metadata.get("attributes") or {}
-        if not attrs:
-            continue
-        if fmt == "xml":
-            opener = f'<{item_tag} id="{escape_attribute(item.id)}"'
-            extra = "".join(f' {k}="{escape_attribute(v)}"' for k, v in attrs.items())
-        else:
-            opener = f"### {item_tag} (id: {' '.join(item.id.split())}"
-            extra = "".join(f", {k}: {' '.join(v.split())}" for k, v in attrs.items())
-        block = block.replace(opener, opener + extra, 1)
-    return block
+#: Below this many tokens a prompt states its instructions once (LlamaIndex's templates state them once):
+#: the restatement after the question is for long prompts, where a model loses what sits in the middle
+#: (Liu et al., "Lost in the Middle", 2023, measured the loss from 2k tokens of context up).
+RESTATE_MIN_TOKENS = 2_000
+
+
+def _short(result: AssemblyResult, options: dict[str, Any]) -> bool:
+    """Whether the assembled prompt is short enough to drop its restated instructions (unless the app set
+    ``restate_instructions``)."""
+    return ("restate_instructions" not in options and result.report.tokens < RESTATE_MIN_TOKENS
+            and any(s.role == "reminder" for s in result.report.sections))
 
 
 def nodes_in_prompt(nodes: Sequence[NodeWithScore], build: PromptBuild) -> list[NodeWithScore]:
@@ -289,6 +286,10 @@ def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget:
     # The app's retriever and postprocessors chose these nodes (similarity_top_k, a budget): fill the
     # window with them, as LlamaIndex's own synthesizers send them all, unless told otherwise.
     options.setdefault("fill", "relevant")
+    # Lean tags: a short citation id, the source once per element, no score (LlamaIndex shows the LLM none):
+    # the node uuid and the score cost about 33 tokens a node, so the same evidence cost more than stock's.
+    # ``report["citations"]`` maps each id to its node ids.
+    options.setdefault("markup", "lean")
     _off_topic_bar(evidence, options)
     opts = AssemblyOptions(**{k: v for k, v in options.items() if k in AssemblyOptions.model_fields and
                               k != "tokenizer"})
@@ -306,9 +307,11 @@ def build_prompt(llm: LLM, template: BasePromptTemplate, tok: Tokenizer, budget:
         if budget - extra <= 0:
             break
         result = assemble(sections, budget - extra, options=opts, tokenizer=tok, **helpers)
+        if _short(result, options):  # the instructions stated once: nothing in the middle to get lost
+            opts = opts.model_copy(update={"restate_instructions": False})
+            result = assemble(sections, budget - extra, options=opts, tokenizer=tok, **helpers)
         blocks = {s.name: result.prompt[s.start:s.end] for s in result.report.sections}
         variables = {v: blocks.get(v, "") for v in BLOCK_VARS}
-        variables["evidence"] = _with_attributes(variables["evidence"], evidence, opts.format, opts.item_tag)
         variables["context_str"] = variables["evidence"] + variables["history"]
         variables["query_str"] = query
         sent, tokens = _sent(template, llm, tok, variables)

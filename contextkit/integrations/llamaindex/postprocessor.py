@@ -412,14 +412,17 @@ def _score(n: NodeWithScore) -> float:
 
 
 def _contextkit_reserve(llm: Any, tok: Tokenizer) -> int:
-    """What a ContextKitSynthesizer's prompt surely takes besides the evidence: its instructions twice (head
-    and tail, with their tags) and the LLM's system prompt. The question and the documents' tags are left to
-    the synthesizer, which fits the evidence exactly: handing it slightly more than fits fills the window."""
+    """What a ContextKitSynthesizer's prompt surely takes besides the evidence: its instructions (with their
+    tags; twice, head and tail, where the window allows a prompt long enough to restate them) and the LLM's
+    system prompt. The question and the documents' tags are left to the synthesizer, which fits the evidence
+    exactly: handing it slightly more than fits fills the window."""
+    from contextkit.integrations.llamaindex._prompt import RESTATE_MIN_TOKENS
     from contextkit.integrations.llamaindex.synthesizer import DEFAULT_INSTRUCTIONS
 
     instructions = tok.count(f"<instructions>\n{DEFAULT_INSTRUCTIONS}\n</instructions>\n")
     system = tok.count(getattr(llm, "system_prompt", None) or "")
-    return 2 * instructions + system
+    stated = 2 if prompt_budget(llm, 0) >= RESTATE_MIN_TOKENS else 1
+    return stated * instructions + system
 
 
 def _default_reserve(llm: Any, tok: Tokenizer, question_tokens: int) -> int:

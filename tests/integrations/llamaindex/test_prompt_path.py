@@ -49,12 +49,27 @@ class TestContextKitSynthesizer:
         assert str(response) == "IndexIDMap2 keeps ids [doc]."
         prompt = llm.prompts[-1]
         root = _root(prompt)
-        assert [c.tag for c in root] == ["instructions", "evidence", "question", "reminder"]
-        assert root.find("instructions").text == root.find("reminder").text
+        # under RESTATE_MIN_TOKENS the instructions are stated once, as LlamaIndex's templates state them
+        assert [c.tag for c in root] == ["instructions", "evidence", "question"]
         assert cl100k.count(prompt) <= llm_budget(llm) == 800
         passages = [d.text.strip() for d in root.find("evidence")]
         assert len(passages) == len(set(passages)) and any("IndexIDMap2" in p for p in passages)
         assert response.metadata["contextkit"]["tokens"] == cl100k.count(prompt)
+
+    def test_a_long_prompt_restates_its_instructions_at_the_tail(self, evidence_nodes):
+        """Past RESTATE_MIN_TOKENS the key instructions come at the head and again after the question (a
+        model loses what sits in the middle of a long prompt); an app's restate_instructions= is kept."""
+        from contextkit.integrations.llamaindex._prompt import RESTATE_MIN_TOKENS
+
+        llm = ScriptedLLM(context_window=16_000, num_output=500)
+        response = ContextKitSynthesizer(llm=llm, fill="budget").synthesize("What does section 12 explain?",
+                                                                           evidence_nodes)
+        root = _root(llm.prompts[-1])
+        assert response.metadata["contextkit"]["tokens"] >= RESTATE_MIN_TOKENS
+        assert [c.tag for c in root][-1] == "reminder" and root.find("instructions").text == root.find("reminder").text
+        small = ScriptedLLM(context_window=900, num_output=100)
+        ContextKitSynthesizer(llm=small, restate_instructions=True).synthesize("Why?", evidence_nodes[:2])
+        assert [c.tag for c in _root(small.prompts[-1])][-1] == "reminder"
 
     def test_budget_from_a_small_window_is_respected(self, starter_index, cl100k):
         llm = ScriptedLLM(context_window=160, num_output=40)

@@ -60,7 +60,7 @@ class TestPromptPath:
         assert messages[0].content == "You are Ada."
         assert messages[1].content.startswith("<instructions>")
         user = messages[2].content
-        assert user.startswith("<evidence>") and user.rstrip().endswith("</reminder>")
+        assert user.startswith("<evidence>") and user.rstrip().endswith("</question>")  # short: stated once
         assert sum(cl100k.count(m.content) + 4 for m in messages) <= 1000
 
     def test_completion_models_get_one_prompt(self, evidence_nodes):
@@ -96,10 +96,11 @@ class TestPromptPath:
 
     def test_llm_visible_metadata_becomes_document_attributes(self, evidence_nodes):
         llm = ScriptedLLM()
-        ContextKitSynthesizer(llm=llm, merge_passages=False).synthesize(QUESTION, evidence_nodes[:3])
+        response = ContextKitSynthesizer(llm=llm, merge_passages=False).synthesize(QUESTION, evidence_nodes[:3])
         root = ET.fromstring(f"<p>{llm.prompts[-1]}</p>")
         docs = {d.get("id"): d for d in root.find("evidence")}
-        assert docs["guide-1"].get("page_label") == "1" and docs["guide-1"].get("section") == "S1"
+        cited = {ids[0]: c for c, ids in response.metadata["contextkit"]["citations"].items()}  # short ids
+        assert docs[cited["guide-1"]].get("page_label") == "1" and docs[cited["guide-1"]].get("section") == "S1"
         assert all(d.get("secret") is None for d in docs.values())  # excluded_llm_metadata_keys stay out
 
     def test_unsupported_response_modes_and_options_are_refused(self):
