@@ -574,11 +574,27 @@ def _fs(*filters: MetadataFilter | MetadataFilters, condition: FilterCondition |
     return MetadataFilters(filters=list(filters), condition=condition)
 
 
+def _core_version() -> tuple[int, ...]:
+    from importlib.metadata import version
+
+    return tuple(int(p) for p in version("llama-index-core").split(".")[:3] if p.isdigit())
+
+
+#: Upstream's tests of semantics newer than our lower bound (0.14.20): ContextKitVectorStore evaluates filters
+#: with the installed LlamaIndex's own per-operator code, so on an older release it agrees with that release's
+#: SimpleVectorStore (checked by every other test here), not with these newer expectations.
+_MISSING_KEY_NE = pytest.mark.skipif(_core_version() < (0, 14, 23), reason="!= and nin match a missing key from "
+                                     "llama-index-core 0.14.23 (SimpleVectorStore before it matches nothing)")
+_NONE_IS_AND = pytest.mark.skipif(_core_version() < (0, 14, 24), reason="condition=None means AND from "
+                                  "llama-index-core 0.14.24")
+
+
 class TestMetadataFiltersLogicContracts:
     def test_and_condition_matches_expected_nodes(self, logic_pair):
         """test_and_condition_matches_expected_nodes."""
         assert _matches(logic_pair, _fs(_f("rank", F.NE, "a"), _f("weight", F.GTE, 2.0))) == {"n2", "n3"}
 
+    @_NONE_IS_AND
     def test_none_condition_defaults_to_and(self, logic_pair):
         """test_none_condition_defaults_to_and."""
         filters = _fs(_f("rank", F.NE, "a"), _f("weight", F.GTE, 2.0), condition=None)
@@ -597,15 +613,18 @@ class TestMetadataFiltersLogicContracts:
         """test_is_empty_matches_missing_and_empty_values (a key no node has)."""
         assert _matches(logic_pair, _fs(_f("missing", F.IS_EMPTY, None))) == {"n1", "n2", "n3"}
 
+    @_MISSING_KEY_NE
     def test_ne_and_nin_match_missing_metadata_values(self, logic_pair):
         """test_ne_and_nin_match_missing_metadata_values."""
         assert "n1" in _matches(logic_pair, _fs(_f("missing", F.NE, "a")))
         assert "n1" in _matches(logic_pair, _fs(_f("missing", F.NIN, ["a"])))
 
+    @_MISSING_KEY_NE
     def test_ne_matches_nodes_missing_the_key(self, logic_pair):
         """test_ne_matches_nodes_missing_the_key."""
         assert _matches(logic_pair, _fs(_f("missing", F.NE, "news"))) == {"n1", "n2", "n3"}
 
+    @_MISSING_KEY_NE
     def test_nin_matches_nodes_missing_the_key(self, logic_pair):
         """test_nin_matches_nodes_missing_the_key."""
         assert _matches(logic_pair, _fs(_f("missing", F.NIN, ["news", "blog"]))) == {"n1", "n2", "n3"}
@@ -614,11 +633,13 @@ class TestMetadataFiltersLogicContracts:
         """test_eq_still_excludes_nodes_missing_the_key (ours narrows string equalities in SQL first)."""
         assert _matches(logic_pair, _fs(_f("missing", F.EQ, "news"))) == set()
 
+    @_MISSING_KEY_NE
     def test_ne_on_missing_key_agrees_with_not_eq_condition(self, logic_pair):
         """test_ne_on_missing_key_agrees_with_not_eq_condition."""
         ne = _matches(logic_pair, _fs(_f("missing", F.NE, "news")))
         assert ne == _matches(logic_pair, _fs(_f("missing", F.EQ, "news"), condition=FilterCondition.NOT))
 
+    @_MISSING_KEY_NE
     def test_and_condition_with_ne_on_missing_key_combines_with_present_filters(self, logic_pair):
         """test_and_condition_with_ne_on_missing_key_combines_with_present_filters."""
         assert _matches(logic_pair, _fs(_f("missing", F.NE, "news"), _f("rank", F.EQ, "b"))) == {"n2"}
