@@ -9,8 +9,8 @@ documents, the same top-k (``--top-k``, default 8) and the same embedding model:
   tokens, 200 overlap) and the default ``compact`` synthesizer (``CompactAndRefine``:
   the node texts are repacked to fill the window and sent in as many calls as they
   need: the text-QA prompt, then refine prompts).
-* **B, + the plug-in lines**: ``transformations=[ContextKitNodeParser()]`` (512 / 64,
-  token-exact, offsets), ``node_postprocessors=[ContextBudgetPostprocessor.from_llm(llm,
+* **B, + the plug-in lines**: ``transformations=[ContextKitNodeParser()]`` (1024 / 200 from
+  LlamaIndex's ``Settings``, token-exact, offsets), ``node_postprocessors=[ContextBudgetPostprocessor.from_llm(llm,
   synthesizer="contextkit")]``
   and ``response_synthesizer=ContextKitSynthesizer(llm=llm)``.
 * **B0**, no extra embedding: A's index (SentenceSplitter nodes) with B's
@@ -306,7 +306,7 @@ def main() -> None:
         return ix, len(ix.docstore.docs)
 
     ix_a = build("A", "SentenceSplitter 1024/200 (default) + embed", index_a)
-    ix_b = build("B", "ContextKitNodeParser 512/64 + embed", index_b)
+    ix_b = build("B", "ContextKitNodeParser() (Settings: 1024/200) + embed", index_b)
     work = Path(tempfile.mkdtemp(prefix="ck-bench-li-"))
     retriever_c = None
     try:
