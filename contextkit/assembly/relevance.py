@@ -33,7 +33,7 @@ Both are reported: how many items stopped at the floor, the floor itself, and wh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -44,7 +44,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from contextkit.index import Index
 
 __all__ = ["ANCHOR_RANK", "AUTO_MAX_SIMILARITY", "BACKGROUND_SCALE", "FillMode", "MinSimilarity", "RelevanceReport",
-           "background_similarity", "gate", "index_min_similarity"]
+           "background_similarity", "bar_from_background", "cross_document_mean", "gate",
+           "index_min_similarity"]
 
 FillMode = Literal["relevant", "budget"]
 MinSimilarity = float | Literal["auto"] | None
@@ -102,8 +103,16 @@ def _measure_background(index: Index) -> float | None:
     if len(rows) < 2:
         return None
     vectors = np.asarray(index.store.vectors_by_rowid([r for r, _ in rows]), dtype=np.float64)
-    docs = np.array([d for _, d in rows])
-    apart = np.triu(docs[:, None] != docs[None, :], k=1)
+    return cross_document_mean(vectors, [d for _, d in rows])
+
+
+def cross_document_mean(vectors: Any, docs: Sequence[str]) -> float | None:
+    """The mean dot product of the rows of ``vectors`` (unit vectors) that belong to different documents
+    (``docs[i]`` is row i's); None under 50 such pairs. Plain arrays, so any store's vectors can be measured."""
+    import numpy as np
+
+    labels = np.array(list(docs))
+    apart = np.triu(labels[:, None] != labels[None, :], k=1)
     if int(apart.sum()) < _MIN_PAIRS:
         return None
     return float((vectors @ vectors.T)[apart].mean())
@@ -113,8 +122,12 @@ def index_min_similarity(index: Index | None) -> float:
     """What ``min_similarity="auto"`` is for ``index``: :data:`BACKGROUND_SCALE` times its
     :func:`background_similarity`, at most :data:`AUTO_MAX_SIMILARITY` (that, when it cannot be measured)."""
     background = None if index is None else background_similarity(index)
-    if background is None:
-        return AUTO_MAX_SIMILARITY
+    return AUTO_MAX_SIMILARITY if background is None else bar_from_background(background)
+
+
+def bar_from_background(background: float) -> float:
+    """The off-topic bar for a background similarity: :data:`BACKGROUND_SCALE` times it, in 0 ..
+    :data:`AUTO_MAX_SIMILARITY`."""
     return float(min(AUTO_MAX_SIMILARITY, max(0.0, BACKGROUND_SCALE * background)))
 
 

@@ -16,17 +16,21 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from llama_index.core.bridge.pydantic import Field, PrivateAttr
+from llama_index.core.bridge.pydantic import PrivateAttr
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import NodeWithScore, QueryBundle
 
-from contextkit.assembly.relevance import AUTO_MAX_SIMILARITY, BACKGROUND_SCALE
+from contextkit.assembly.relevance import (
+    AUTO_MAX_SIMILARITY,
+    background_similarity,
+    bar_from_background,
+    cross_document_mean,
+)
 from contextkit.integrations.llamaindex.convert import SIMILARITY_KEY, mark_similarity
 
 __all__ = ["SimilarityMarker", "similarity_marker", "store_min_similarity", "with_similarity_marker"]
 
 _SAMPLE = 512
-_MIN_PAIRS = 50
 _bars: dict[tuple[int, int], float] = {}
 #: The bar of a store too small to calibrate one (fewer than 50 pairs of passages from different documents).
 #: Lower than contextkit's own fallback of 0.3 because the app's embedding model is unknown here and a handful
@@ -40,9 +44,7 @@ class SimilarityMarker(BaseNodePostprocessor):
     """Records each node's score as its query similarity, with the store's off-topic bar (first in a chain:
     later postprocessors may rescore). Nodes already marked (by a contextkit retriever or store) are kept."""
 
-    min_similarity: float | None = Field(default=None, description="the off-topic bar; None: the store's, "
-                                                                  "measured at each call (it grows)")
-    _store_bar: Callable[[], float] | None = PrivateAttr(default=None)
+    _store_bar: Callable[[], float] | None = PrivateAttr(default=None)  # measured at each call: the store grows
 
     @classmethod
     def class_name(cls) -> str:
@@ -56,9 +58,7 @@ class SimilarityMarker(BaseNodePostprocessor):
 
     def _postprocess_nodes(self, nodes: list[NodeWithScore],
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
-        bar = self.min_similarity
-        if bar is None:
-            bar = self._store_bar() if self._store_bar is not None else AUTO_MAX_SIMILARITY
+        bar = self._store_bar() if self._store_bar is not None else AUTO_MAX_SIMILARITY
         for n in nodes:
             if n.score is not None and SIMILARITY_KEY not in (n.node.metadata or {}):
                 mark_similarity(n.node, float(n.score), bar)
@@ -86,12 +86,8 @@ def _measure(embeddings: dict[str, list[float]], doc_of: dict[str, str]) -> floa
         return UNCALIBRATED_MIN_SIMILARITY
     vectors = np.asarray([embeddings[i] for i in ids], dtype=np.float64)
     vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    docs = np.array([doc_of.get(i, i) for i in ids])
-    apart = np.triu(docs[:, None] != docs[None, :], k=1)
-    if int(apart.sum()) < _MIN_PAIRS:
-        return UNCALIBRATED_MIN_SIMILARITY
-    background = float((vectors @ vectors.T)[apart].mean())
-    return float(min(AUTO_MAX_SIMILARITY, max(0.0, BACKGROUND_SCALE * background)))
+    background = cross_document_mean(vectors, [doc_of.get(i, i) for i in ids])
+    return UNCALIBRATED_MIN_SIMILARITY if background is None else bar_from_background(background)
 
 
 def similarity_marker(index: Any, retriever_kwargs: dict[str, Any] | None = None) -> SimilarityMarker | None:
@@ -115,12 +111,8 @@ def similarity_marker(index: Any, retriever_kwargs: dict[str, Any] | None = None
 def _index_bar(index: Any) -> float:
     """A ``ContextKitVectorStore``'s bar, measured as a contextkit index's; :data:`UNCALIBRATED_MIN_SIMILARITY`
     where it cannot be (its vectors are the app's embedding model's, whatever that is)."""
-    from contextkit.assembly.relevance import background_similarity
-
     background = None if index is None else background_similarity(index)
-    if background is None:
-        return UNCALIBRATED_MIN_SIMILARITY
-    return float(min(AUTO_MAX_SIMILARITY, max(0.0, BACKGROUND_SCALE * background)))
+    return UNCALIBRATED_MIN_SIMILARITY if background is None else bar_from_background(background)
 
 
 def with_similarity_marker(index: Any, retriever_kwargs: dict[str, Any], postprocessors: list[Any] | None) -> list[Any]:

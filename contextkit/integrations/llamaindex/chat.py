@@ -486,8 +486,7 @@ def contextkit_chat_engine(index_or_retriever: Any, llm: LLM | None = None, *,
     Options the stock engine takes (``memory``, ``chat_history``, ``system_prompt``, ``condense_prompt``,
     ``node_postprocessors``, ``callback_manager``, ``verbose``, ``context_prompt`` refused by name) are the
     engine's; the rest go to ``index.as_retriever(...)``, checked for misspellings (``similarty_top_k``)."""
-    from contextkit.integrations.llamaindex._similarity import with_similarity_marker
-    from contextkit.integrations.llamaindex.query_engine import _refuse_unknown
+    from contextkit.integrations.llamaindex.query_engine import retriever_for
 
     if chat_mode not in CHAT_MODES:
         raise InvalidArgumentError(f"chat_mode {chat_mode!r}: contextkit answers {', '.join(CHAT_MODES)}; use "
@@ -500,17 +499,8 @@ def contextkit_chat_engine(index_or_retriever: Any, llm: LLM | None = None, *,
     if "context_prompt" in retriever_kwargs:
         raise InvalidArgumentError("context_prompt: contextkit assembles the context itself; pass "
                                    "text_qa_template= in engine_options to change its template")
-    if isinstance(index_or_retriever, BaseRetriever):
-        if retriever_kwargs:
-            raise InvalidArgumentError(f"retriever options {sorted(retriever_kwargs)} need an index; this is "
-                                       "already a retriever: configure it directly")
-        return ContextKitChatEngine(index_or_retriever, llm, **options)
-    if not hasattr(index_or_retriever, "as_retriever"):
-        raise InvalidArgumentError(f"expected a LlamaIndex index or retriever, not {type(index_or_retriever).__name__}")
-    retriever = index_or_retriever.as_retriever(**retriever_kwargs)
-    _refuse_unknown(retriever_kwargs, index_or_retriever, retriever)
-    options["node_postprocessors"] = with_similarity_marker(index_or_retriever, retriever_kwargs,
-                                                            options.get("node_postprocessors"))
+    retriever, options["node_postprocessors"] = retriever_for(index_or_retriever, retriever_kwargs,
+                                                              options.get("node_postprocessors"))
     return ContextKitChatEngine(retriever, llm, **options)
 
 

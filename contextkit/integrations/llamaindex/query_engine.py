@@ -46,17 +46,7 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
     _refuse_synthesizer_options(retriever_kwargs)
     _warn_budget_not_last(node_postprocessors or [])
     llm = llm or Settings.llm
-    if isinstance(index_or_retriever, BaseRetriever):
-        if retriever_kwargs:
-            raise InvalidArgumentError(f"retriever options {sorted(retriever_kwargs)} need an index; this is "
-                                       "already a retriever: configure it directly")
-        retriever = index_or_retriever
-    elif hasattr(index_or_retriever, "as_retriever"):
-        retriever = index_or_retriever.as_retriever(**retriever_kwargs)
-        _refuse_unknown(retriever_kwargs, index_or_retriever, retriever)
-        node_postprocessors = with_similarity_marker(index_or_retriever, retriever_kwargs, node_postprocessors)
-    else:
-        raise InvalidArgumentError(f"expected a LlamaIndex index or retriever, not {type(index_or_retriever).__name__}")
+    retriever, node_postprocessors = retriever_for(index_or_retriever, retriever_kwargs, node_postprocessors)
     synthesizer = ContextKitSynthesizer(llm=llm, streaming=streaming, text_qa_template=text_qa_template,
                                         response_mode=response_mode, summary_template=summary_template,
                                         use_async=use_async, callback_manager=callback_manager,
@@ -64,6 +54,23 @@ def contextkit_query_engine(index_or_retriever: Any, llm: LLM | None = None, *, 
     return RetrieverQueryEngine(retriever=retriever, response_synthesizer=synthesizer,
                                 node_postprocessors=node_postprocessors,
                                 callback_manager=callback_manager or Settings.callback_manager)
+
+
+def retriever_for(index_or_retriever: Any, retriever_kwargs: dict[str, Any],
+                  postprocessors: list[Any] | None) -> tuple[BaseRetriever, list[Any] | None]:
+    """The retriever an engine asks (``index.as_retriever(**retriever_kwargs)``, options checked for
+    misspellings, or the retriever given, which takes none) and the app's postprocessors, with the
+    similarity marker first when the index's scores are cosines (the off-topic check needs it)."""
+    if isinstance(index_or_retriever, BaseRetriever):
+        if retriever_kwargs:
+            raise InvalidArgumentError(f"retriever options {sorted(retriever_kwargs)} need an index; this is "
+                                       "already a retriever: configure it directly")
+        return index_or_retriever, postprocessors
+    if not hasattr(index_or_retriever, "as_retriever"):
+        raise InvalidArgumentError(f"expected a LlamaIndex index or retriever, not {type(index_or_retriever).__name__}")
+    retriever = index_or_retriever.as_retriever(**retriever_kwargs)
+    _refuse_unknown(retriever_kwargs, index_or_retriever, retriever)
+    return retriever, with_similarity_marker(index_or_retriever, retriever_kwargs, postprocessors)
 
 
 #: What ``as_query_engine`` / ``get_response_synthesizer`` take for LlamaIndex's own synthesizers, and
