@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # pragma: no cover
         AssemblyReport,
         AssemblyResult,
         BudgetError,
+        CacheRule,
         EvidenceItem,
         ModelProfile,
         ProfileError,
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
         assemble,
         get_profile,
         list_profiles,
+        load_profiles,
         register_profile,
     )
     from contextkit.assembly.context_assembler import (
@@ -47,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from contextkit.ingestion import IngestConfig, IngestReport, ingest
     from contextkit.loaders import LoadIssue, discover_files, load_file
     from contextkit.search import SearchError, search_index
+    from contextkit.session import Session
 
 #: Every public name and the module that defines it; ``__all__`` and the TYPE_CHECKING imports name the same
 #: (tests/test_public_api.py holds the three equal, as httpx tests its exported members).
@@ -66,15 +69,17 @@ _WHERE = {
     "AssemblyReport": "assembly", "AssemblyResult": "assembly", "BudgetError": "assembly", "EvidenceItem": "assembly",
     "ModelProfile": "assembly", "ProfileError": "assembly", "Section": "assembly", "SectionError": "assembly",
     "assemble": "assembly", "get_profile": "assembly", "list_profiles": "assembly", "register_profile": "assembly",
+    "CacheRule": "assembly", "load_profiles": "assembly",
+    "Session": "session",
 }
 __all__ = [
-    "AssemblerConfig", "AssemblyReport", "AssemblyResult", "BudgetError", "Chunk", "ChunkerConfig",
+    "AssemblerConfig", "AssemblyReport", "AssemblyResult", "BudgetError", "CacheRule", "Chunk", "ChunkerConfig",
     "ContextAssembler", "ContextkitError", "Document", "Embedder", "EmbeddingReport", "EvidenceItem",
     "HeaderTooLargeError", "HistoryFileError", "Index", "IndexFolderError", "IndexLockedError", "IndexManifest",
     "IndexMismatchError", "IngestConfig", "IngestReport", "LoadIssue", "Message", "ModelProfile", "ProfileError",
-    "ScoredChunk", "SearchError", "Section", "SectionError", "TokenChunker", "Tokenizer", "TokenizerNotFoundError",
+    "ScoredChunk", "SearchError", "Section", "SectionError", "Session", "TokenChunker", "Tokenizer", "TokenizerNotFoundError",
     "__version__", "assemble", "discover_files", "get_profile", "get_tokenizer", "ingest", "list_profiles",
-    "load_file", "load_history", "register_profile", "search_index",
+    "load_file", "load_history", "load_profiles", "register_profile", "search_index",
 ]
 
 __getattr__, __dir__ = lazy_exports("contextkit", _WHERE, globals(), deprecated={

@@ -156,6 +156,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("contextkit.retrievers",),
     ("contextkit.search",),
     ("contextkit.assembly",),
+    ("contextkit.session",),  # Session: a Conversation over a ContextAssembler, and the message validator
     ("contextkit.llm",),
     ("contextkit.evaluation",),
     ("contextkit.serve",),  # the servers (MCP, HTTP): over the library, under the CLI that starts them

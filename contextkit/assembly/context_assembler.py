@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Self, cast
@@ -39,6 +40,9 @@ if TYPE_CHECKING:  # pragma: no cover - the roles, imported where they are used 
 
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
 
+#: Conversations a ContextAssembler follows at once (one per distinct budget, instructions and settings).
+_CONVERSATIONS_KEPT = 8
+
 
 class AssemblerConfig(AssemblyOptions):
     """Every assembly option, with its default (see :func:`contextkit.assemble`).
@@ -56,6 +60,11 @@ class AssemblerConfig(AssemblyOptions):
     tokenizer: str | None = Field(default=None, description="default: the profile's, else cl100k_base")
     audit_log: str | None = None
     mode: Literal["dense", "bm25", "hybrid"] = "hybrid"
+    history_layout: Literal["stable", "fit"] = Field(
+        default="stable", description="chat requests (chat= set) with history: 'stable' keeps each request the "
+        "previous one plus the new turns, condensing the oldest turns in blocks only past a high-water mark, so a "
+        "provider's prompt cache serves most of each call (see contextkit.assembly.conversation); 'fit' refits the "
+        "recent turns to each call (the evidence first, then as many turns as fit)")
     k: int | None = Field(default=None, gt=0, description="chunks to retrieve; default: enough to fill the budget")
     redact: bool = Field(default=False, description="mask PII in evidence, history and question (PIIRedactor)")
     evidence_min_share: float | None = Field(
@@ -94,6 +103,8 @@ class ContextAssembler(Component):
         self.redactor = redactor  # a PIIRedactor session shared across calls (consistent placeholders)
         self.evidence_compressor = evidence_compressor  # used when compress_evidence is set
         self._extractive: HistorySummarizer | None = None
+        self._conversations: dict[str, Any] = {}  # settings -> the Conversation a stable chat layout follows
+        self._lock = threading.Lock()
 
     # ----------------------------------------------------------- retrieval
     @property
@@ -137,6 +148,11 @@ class ContextAssembler(Component):
         if budget is None:
             raise SectionError("no budget: give a token count or a model profile (budget=... or model=...)")
         self._check_request(query, k, budget, history, config, retriever)
+        if history and config.chat and config.history_layout == "stable":
+            texts = {"instructions": instructions, "system": system, "task": task, "knowledge": knowledge}
+            return self._stable(query, texts, history, budget, config, overrides,
+                                dict(evidence=evidence, retriever=retriever, k=k, filters=filters,
+                                     sections=sections, tool_results=tool_results))
         parts = _text_sections(instructions=instructions, system=system, task=task, knowledge=knowledge)
         items = [EvidenceItem.coerce(v, i) for i, v in enumerate(evidence or [])]
         retriever = retriever or self.retriever
@@ -160,6 +176,38 @@ class ContextAssembler(Component):
         result = assemble(parts, budget, options=config, **self._helpers(config, bool(history)))
         result.report.compression[:0] = compression
         return result
+
+    def _stable(self, query: str | None, texts: dict[str, str | None], history: list[Any],
+                budget: int | str | ModelProfile, config: AssemblerConfig, overrides: dict[str, Any],
+                call: dict[str, Any]) -> AssemblyResult:
+        """A chat request whose history is laid out for the provider's cache: the conversation this
+        assembler has followed so far (found by its settings and caught up with the new turns; rebuilt
+        by replaying the history when it differs), whose tail is this assembler without history."""
+        from contextkit.assembly.conversation import Conversation
+
+        user_sections = list(call.pop("sections") or [])
+
+        def tail(query: str | None, *, evidence: list[Any] | None, tool_results: Any, sections: list[Section],
+                 budget: int) -> AssemblyResult:
+            return self.assemble(query, evidence=call["evidence"], retriever=call["retriever"], k=call["k"],
+                                 filters=call["filters"], tool_results=call["tool_results"],
+                                 sections=[*user_sections, *sections], budget=budget,
+                                 **{**overrides, "restate_instructions": False})
+
+        key = json.dumps([str(budget), texts, config.model_dump(mode="json")], sort_keys=True, default=str)
+        with self._lock:
+            conversation = self._conversations.pop(key, None)
+            if conversation is None or not conversation.follows(history):
+                conversation = Conversation(budget, tail=tail, instructions=texts["instructions"],
+                                            system_texts={k: v for k, v in texts.items() if v and k != "instructions"},
+                                            history_summarizer=self._summarizer(config) if config.summarize_history
+                                            else None, chat=config.chat, markup=config.markup, format=config.format)
+            self._conversations[key] = conversation
+            while len(self._conversations) > _CONVERSATIONS_KEPT:
+                self._conversations.pop(next(iter(self._conversations)))
+            conversation.catch_up(history)
+            conversation.set_tail(tail)
+            return conversation.prompt(query)
 
     def _check_request(self, query: str | None, k: int | None, budget: int | str | ModelProfile,
                        history: list[Any] | None, config: AssemblerConfig, retriever: Retriever | None) -> None:

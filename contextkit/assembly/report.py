@@ -12,7 +12,7 @@ from contextkit.assembly._states import LEFT_OUT, ItemStatus, SectionStatus
 from contextkit.assembly.relevance import RelevanceReport
 from contextkit.compressors.base import CompressionReport
 
-__all__ = ["AssemblyReport", "ItemReport", "ItemStatus", "SectionReport", "SectionStatus"]
+__all__ = ["AssemblyReport", "ItemReport", "ItemStatus", "SectionReport", "SectionStatus", "SessionReport"]
 
 #: The values of :class:`ItemStatus` a report can show (all but ``pending``), kept plain strings in the report.
 ReportedItemStatus = Literal["included", "truncated", "dropped", "merged", "summarized"]
@@ -61,6 +61,29 @@ class SectionReport(BaseModel):
                                "its tokens less those of the text it carries (each text counted on its own)")
 
 
+class SessionReport(BaseModel):
+    """What a :class:`~contextkit.Session` request holds across turns, and what its cache should serve.
+
+    ``predicted_cached_tokens`` applies the provider's cache rule (the profile's, else the chat style's
+    provider's) to this request and the previous one: a prediction, since a provider may evict early."""
+
+    turns: int = Field(description="turns recorded so far (user, assistant, tool)")
+    verbatim_turns: int = Field(description="turns this request carries as they were written")
+    compacted_turns: int = Field(description="older turns condensed into the summaries")
+    compactions: int = 0
+    compacted: bool = Field(default=False, description="this request condensed turns (its cache breaks once)")
+    prefix_tokens: int = Field(description="system message, summaries and verbatim turns")
+    tail_tokens: int = Field(description="evidence, tool output, recalled excerpts, the question")
+    total_tokens: int
+    budget: int
+    predicted_cached_tokens: int = 0
+    cache_rule: str | None = None
+    predicted_input_cost_usd: float | None = None
+
+    def cached_share(self) -> float:
+        return self.predicted_cached_tokens / self.total_tokens if self.total_tokens else 0.0
+
+
 class AssemblyReport(BaseModel):
     """What one assembly did. ``tokens`` is a recount of the final prompt."""
 
@@ -87,6 +110,8 @@ class AssemblyReport(BaseModel):
     chat_tokens: int | None = Field(default=None, description="tokens of those messages, per-message overhead included")
     chat_tokens_exact: bool | None = Field(default=None, description="False when the overhead or tokenizer is estimated")
     markup: str = Field(default="full", description="how evidence was marked up: 'full' or 'lean'")
+    session: SessionReport | None = Field(default=None, description="a Session's request: turns, history "
+                                          "tokens, the predicted cached prefix")
     markup_tokens: int = Field(default=0, description="the prompt's tokens of markup: the sum of its sections'")
     citations: dict[str, list[str]] = Field(
         default_factory=dict, description="markup='lean': each short citation id on an evidence element -> the "

@@ -1,4 +1,4 @@
-"""Model profiles: a context window, the tokens kept for the answer, a tokenizer, a price.
+"""Model profiles: a context window, the tokens kept for the answer, a tokenizer, a price, a cache rule.
 
 Why profiles: a budget is only exact if it is counted with the model's own
 tokenizer and leaves room for the answer. OpenAI models use public tiktoken
@@ -9,23 +9,66 @@ count is an estimate of the provider's, typically within 10-20%, so those
 profiles also keep a larger share of the window in reserve.
 
 Prices are the providers' published list prices in US dollars per million
-tokens as we last knew them (for long-context tiers, the long-prompt price):
-input, and where confirmed output, cache reads (``cached_input_price_per_million``)
-and Anthropic's cache writes (``cache_write_price_per_million``). A price left
-None is unknown, never 0. They change often and are not checked at run time (no
-network): set your own with ``register_profile(..., replace=True)`` when cost matters.
+tokens (for long-context tiers, the long-prompt price): input, and where
+confirmed output, cache reads (``cached_input_price_per_million``) and
+Anthropic's cache writes (``cache_write_price_per_million``). A price left None
+is unknown, never 0. They change often and are not checked at run time (no
+network).
+
+Why a data file: the shipped profiles live in ``profiles.json`` next to this
+module (read once, on first use), with the page each price was confirmed on and
+the date (2026-12-03), so a price can be checked and changed without reading
+code. Users extend them the same way, without code: :func:`load_profiles` reads
+a JSON or TOML file of the same shape (a list under ``"profiles"``), and the
+file named by the ``CONTEXTKIT_PROFILES`` environment variable is read on the
+registry's first use, its profiles replacing shipped ones of the same name.
+``register_profile(..., replace=True)`` does the same from code.
+
+Each profile may carry its provider's prompt-cache rule (:class:`CacheRule`), which
+:func:`contextkit.core.prompt_cache.cached_prefix_tokens` turns into a prediction of
+the tokens a request will read from the cache.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import os
+import threading
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from contextkit.core.config import DEFAULT_TOKENIZER
 from contextkit.core.errors import InvalidArgumentError, ProfileError
 
-__all__ = ["ModelProfile", "ProfileError", "get_profile", "list_profiles", "register_profile"]
+__all__ = ["CacheRule", "ModelProfile", "ProfileError", "get_profile", "list_profiles", "load_profiles",
+           "register_profile"]
+
+#: The environment variable naming a profiles file read on the registry's first use.
+PROFILES_ENV = "CONTEXTKIT_PROFILES"
+
+
+class CacheRule(BaseModel):
+    """How a provider serves a repeated prompt prefix from its cache, for predicting cached tokens.
+
+    ``kind`` is the provider's mechanism: ``"prefix"`` (OpenAI: automatic; the longest shared
+    prefix from ``min_tokens`` on, counted in steps of ``step``), ``"breakpoints"`` (Anthropic:
+    only prefixes ending at a ``cache_control`` breakpoint, at most ``max_breakpoints`` of them)
+    or ``"implicit"`` (Gemini: automatic, once the shared prefix reaches ``min_tokens``).
+    ``lifetime_s`` is how long an unused entry is kept (a lower bound where the provider gives
+    a range); ``source`` the provider's page that states the rule.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["prefix", "breakpoints", "implicit"]
+    min_tokens: int = Field(ge=1, description="the shortest prefix the provider caches")
+    step: int = Field(default=1, ge=1, description="cached prefixes grow in steps of this many tokens past min_tokens")
+    max_breakpoints: int | None = Field(default=None, ge=1, description="the most cache breakpoints that count")
+    lifetime_s: int | None = Field(default=None, gt=0, description="seconds an unused cache entry lives")
+    source: str | None = Field(default=None, description="the provider's page stating the rule")
 
 
 class ModelProfile(BaseModel):
@@ -49,6 +92,9 @@ class ModelProfile(BaseModel):
         default=None, ge=0, description="USD per 1M input tokens read from the provider's prompt cache")
     cache_write_price_per_million: float | None = Field(
         default=None, ge=0, description="USD per 1M input tokens written to the cache (Anthropic; None elsewhere)")
+    cache: CacheRule | None = Field(default=None, description="the provider's prompt-cache rule, if it caches")
+    description: str | None = Field(default=None, description="what the name stands for: the API id, a caveat")
+    source: str | None = Field(default=None, description="where the prices were confirmed, and when")
 
     @model_validator(mode="before")
     @classmethod
@@ -107,61 +153,142 @@ class ModelProfile(BaseModel):
         return tokens * self.output_price_per_million / 1_000_000
 
 
-def _approx(name: str, window: int, output: int, price: float | None, tokenizer: str = "o200k_base",
-            **prices: float) -> ModelProfile:
-    return ModelProfile(name=name, context_window=window, reserved_output=output, tokenizer=tokenizer,
-                        exact_tokenizer=False, safety_margin=0.1, input_price_per_million=price, **prices)
+# ------------------------------------------------------------------ the registry
+
+#: Every known profile by name: empty until first use, then the shipped ones, the CONTEXTKIT_PROFILES
+#: file's and those registered since (fill it through _registry(), never read it directly).
+_PROFILES: dict[str, ModelProfile] = {}
+_LOADED = False
+_LOCK = threading.RLock()
 
 
-# Output and cache prices are set only where a provider's own pricing page confirmed them, checked
-# 2026-12-03; the others stay None (unknown), with the input prices as before.
-# - claude-sonnet-4, claude-haiku-3.5: https://platform.claude.com/docs/zh-CN/about-claude/pricing
-#   (base input / 5m cache writes / cache hits / output). Cache writes are priced at the 5-minute rate;
-#   1-hour writes cost more (Sonnet 4: $6, Haiku 3.5: $1.6), which the usage fields do not tell apart.
-# - Not confirmed from a provider's page, left None: OpenAI (gpt-4o, gpt-4o-mini, gpt-4-turbo, gpt-4.1,
-#   gpt-4.1-mini), claude-sonnet-4-1m (long-context tier), Gemini (gemini-2.5-pro, gemini-1.5-pro).
-_BUILTIN = [
-    ModelProfile(name="gpt-4o", context_window=128_000, reserved_output=16_384, tokenizer="o200k_base",
-                 input_price_per_million=2.50),
-    ModelProfile(name="gpt-4o-mini", context_window=128_000, reserved_output=16_384, tokenizer="o200k_base",
-                 input_price_per_million=0.15),
-    ModelProfile(name="gpt-4-turbo", context_window=128_000, reserved_output=4_096, tokenizer="cl100k_base",
-                 input_price_per_million=10.00),
-    ModelProfile(name="gpt-4.1", context_window=1_047_576, reserved_output=32_768, tokenizer="o200k_base",
-                 input_price_per_million=2.00),
-    ModelProfile(name="gpt-4.1-mini", context_window=1_047_576, reserved_output=32_768, tokenizer="o200k_base",
-                 input_price_per_million=0.40),
-    _approx("claude-sonnet-4", 200_000, 16_000, 3.00, output_price_per_million=15.00,
-            cached_input_price_per_million=0.30, cache_write_price_per_million=3.75),
-    _approx("claude-sonnet-4-1m", 1_000_000, 32_000, 6.00),
-    _approx("claude-haiku-3.5", 200_000, 8_192, 0.80, output_price_per_million=4.00,
-            cached_input_price_per_million=0.08, cache_write_price_per_million=1.00),
-    _approx("gemini-2.5-pro", 1_048_576, 65_536, 2.50),
-    _approx("gemini-1.5-pro", 2_097_152, 8_192, 2.50),
-    _approx("llama-3.1-8b-instruct", 131_072, 4_096, None, tokenizer="cl100k_base"),
-]
-_PROFILES: dict[str, ModelProfile] = {p.name: p for p in _BUILTIN}
+def _registry() -> dict[str, ModelProfile]:
+    """The profiles, read on first use: why lazily, so importing contextkit reads no file and a
+    bad CONTEXTKIT_PROFILES file fails where profiles are used, naming itself."""
+    global _LOADED
+    if not _LOADED:
+        with _LOCK:
+            if not _LOADED:
+                _LOADED = True
+                try:
+                    _load_shipped()
+                    _load_from_environment()
+                except BaseException:
+                    _LOADED = False
+                    _PROFILES.clear()
+                    raise
+    return _PROFILES
+
+
+def _load_shipped() -> None:
+    from importlib.resources import files
+
+    text = files("contextkit.core").joinpath("profiles.json").read_text(encoding="utf-8")
+    for profile in _parse(json.loads(text), "contextkit/core/profiles.json"):
+        _PROFILES[profile.name] = profile
+
+
+def _load_from_environment() -> None:
+    path = os.environ.get(PROFILES_ENV, "").strip()
+    if path:
+        try:
+            _add(_read_profiles(Path(path)), replace=True, origin=str(path))
+        except ProfileError as exc:
+            raise ProfileError(f"{exc} (the file {PROFILES_ENV} names)") from None
 
 
 def register_profile(profile: ModelProfile, *, replace: bool = False) -> ModelProfile:
     """Add a profile (or, with ``replace=True``, change a shipped one)."""
-    if profile.name in _PROFILES and not replace:
-        raise ProfileError(f"a profile named {profile.name!r} exists; pass replace=True to change it")
-    _PROFILES[profile.name] = profile
+    profiles = _registry()
+    with _LOCK:
+        if profile.name in profiles and not replace:
+            raise ProfileError(f"a profile named {profile.name!r} exists; pass replace=True to change it")
+        profiles[profile.name] = profile
     return profile
+
+
+def load_profiles(path: str | os.PathLike[str], *, replace: bool = False) -> list[ModelProfile]:
+    """Add the profiles of a JSON or TOML file (a list under ``"profiles"``, each a
+    :class:`ModelProfile`'s fields) and return them; with ``replace=True`` they may change known ones.
+
+    All or nothing: a file with one bad profile adds none, and the :class:`ProfileError` names the
+    file, the profile and the field (why: a price silently dropped would hide part of a cost).
+    """
+    origin = os.fspath(path)
+    _registry()
+    return _add(_read_profiles(Path(origin)), replace=replace, origin=origin)
+
+
+def _add(profiles: list[ModelProfile], *, replace: bool, origin: str) -> list[ModelProfile]:
+    with _LOCK:
+        taken = [p.name for p in profiles if p.name in _PROFILES]
+        if taken and not replace:
+            raise ProfileError(f"{origin}: profile {taken[0]!r} exists; load with replace=True to change it")
+        for profile in profiles:
+            _PROFILES[profile.name] = profile
+    return profiles
+
+
+def _read_profiles(path: Path) -> list[ModelProfile]:
+    """The profiles a file declares, validated, or one ProfileError naming the file."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read the profiles file ({exc})") from None
+    try:
+        data = tomllib.loads(text) if path.suffix.lower() == ".toml" else json.loads(text)
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        kind = "TOML" if path.suffix.lower() == ".toml" else "JSON"
+        raise ProfileError(f"{path}: not valid {kind} ({exc})") from None
+    return _parse(data, str(path))
+
+
+def _parse(data: object, origin: str) -> list[ModelProfile]:
+    """Validate a file's content: a table with a list of profiles under "profiles", names unique."""
+    entries = data.get("profiles") if isinstance(data, dict) else None
+    if not isinstance(entries, list):
+        raise ProfileError(f"{origin}: expected a list of profiles under the key 'profiles'")
+    profiles = [_one_profile(entry, number, origin) for number, entry in enumerate(entries, 1)]
+    names = [p.name for p in profiles]
+    if len(set(names)) != len(names):
+        twice = next(name for name in names if names.count(name) > 1)
+        raise ProfileError(f"{origin}: profile {twice!r} is declared twice")
+    return profiles
+
+
+def _one_profile(entry: object, number: int, origin: str) -> ModelProfile:
+    label = f"profile {entry.get('name')!r}" if isinstance(entry, dict) and entry.get("name") else f"profile #{number}"
+    if not isinstance(entry, dict):
+        raise ProfileError(f"{origin}: {label}: expected a table of fields, not {type(entry).__name__}")
+    try:
+        return ModelProfile.model_validate(entry)
+    except ValidationError as exc:
+        raise ProfileError(f"{origin}: {label}: {_describe(exc)}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    """Pydantic's errors as "field 'x': what is wrong" (its own text lists internals: input types, URLs)."""
+    parts = []
+    for error in exc.errors(include_url=False):
+        where = ".".join(str(part) for part in error["loc"])
+        message = "unknown field" if error["type"] == "extra_forbidden" else str(error["msg"]).removeprefix(
+            "Value error, ")
+        parts.append(f"field {where!r}: {message}" if where else message)
+    return "; ".join(parts)
 
 
 def get_profile(name: str | ModelProfile) -> ModelProfile:
     if isinstance(name, ModelProfile):
         return name
+    profiles = _registry()
     try:
-        return _PROFILES[name]
+        return profiles[name]
     except KeyError:
-        known = ", ".join(sorted(_PROFILES))
+        known = ", ".join(sorted(profiles))
         close = _closest(name)
         hint = f" (did you mean {close!r}?)" if close else ""
         raise ProfileError(f"unknown model profile {name!r}{hint}; known profiles: {known} "
-                           "(add your own with contextkit.register_profile)") from None
+                           "(add your own with contextkit.register_profile or contextkit.load_profiles)") from None
 
 
 def _closest(name: str) -> str | None:
@@ -172,12 +299,14 @@ def _closest(name: str) -> str | None:
     def bare(text: str) -> str:
         return "".join(ch for ch in text.lower() if ch.isalnum())
 
-    same = [known for known in _PROFILES if bare(known) == bare(name)]
+    known = list(_registry())
+    same = [name_ for name_ in known if bare(name_) == bare(name)]
     if same:
         return same[0]
-    near = difflib.get_close_matches(name.lower(), list(_PROFILES), n=1, cutoff=0.75)
+    near = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.75)
     return near[0] if near else None
 
 
 def list_profiles() -> list[ModelProfile]:
-    return [_PROFILES[name] for name in sorted(_PROFILES)]
+    profiles = _registry()
+    return [profiles[name] for name in sorted(profiles)]
