@@ -293,21 +293,31 @@ class Conversation:
         return question + self.limit // 10
 
     def _compact_if_needed(self, history: list[Turn], asking: str | None) -> bool:
+        """Condense when the prefix passes the high-water mark (or leaves the tail too little room): first
+        only turns the model has answered (the current round of calls and results stays verbatim: the
+        model has not read it yet), then, if that is not enough, whatever must go."""
         style = self.options.chat
         prefix = count_request(self._prefix(history), style, self.tokenizer)
         high = int(self.limit * self.options.high_water)
         if prefix <= high and prefix + self._tail_floor(asking) <= self.limit:
             return False
         target = min(int(self.limit * self.options.low_water), self.limit - self._tail_floor(asking))
-        self._compact(history, target)
-        return True
+        answered = max((i for i, t in enumerate(history) if t.role == "assistant"), default=0)
+        condensed = self._compact(history, target, up_to=answered)
+        history = self.turns[:-1] if asking is not None else list(self.turns)
+        if count_request(self._prefix(history), style, self.tokenizer) + self._tail_floor(asking) > self.limit:
+            condensed = self._compact(history, target, up_to=len(history)) or condensed
+        return condensed
 
-    def _compact(self, history: list[Turn], target: int) -> None:
-        """Condense the oldest verbatim turns (at a safe cut) until the prefix is under ``target``."""
+    def _compact(self, history: list[Turn], target: int, up_to: int) -> bool:
+        """Condense the oldest verbatim turns, at a safe cut at most ``up_to``, until the prefix is under
+        ``target`` (or as near as the cuts allow); False when no cut is allowed."""
         style = self.options.chat
-        cuts = [c for c in _compact.safe_cuts(history) if c > 0]
+        cuts = [c for c in _compact.safe_cuts(history) if 0 < c <= up_to]
         if not cuts:
-            raise BudgetError(f"the open tool calls' turns alone exceed the budget of {self.limit:,} tokens")
+            if up_to >= len(history):
+                raise BudgetError(f"the open tool calls' turns alone exceed the budget of {self.limit:,} tokens")
+            return False
         base = count_request(Request(system=self.system_text), style, self.tokenizer)
         sizes = [count_request(Request(turns=[t]), style, self.tokenizer) for t in history]
         kept_tokens = sum(sizes)
@@ -333,6 +343,7 @@ class Conversation:
         self.compactions += 1
         if self._summary_tokens() > room_for_summary:
             self._recondense(room_for_summary, newer)
+        return True
 
     def _summary_tokens(self) -> int:
         return self.tokenizer.count(self._summary_text()) if self.summaries else 0
