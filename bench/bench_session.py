@@ -19,8 +19,16 @@ the *near-budget* turns (those where the whole history, evidence and question no
 policy must cut): the cacheable share of input tokens, the input spend relative to list price with
 cache reads at 10% of it, the mean request, and requests over the budget (must be 0).
 
-Run: ``python bench/bench_session.py`` (about 3 minutes on 2 cores); ``--chats N``, ``--budgets``,
-``--reply-tokens``.
+**Facts** (``--facts N``, 40 by default): chats of 70 turns from held-out Topical-Chat conversations
+with five planted facts, one or two corrected later (``bench/_session_chats.py``, facts in
+``data/history_paraphrase.json`` and ``data/history_corrections.json``), the same long replies and
+evidence, replayed by each policy with a budget of a quarter of the whole chat (4x compression); the
+last call asks for one fact in other words (half the time a corrected one). Printed: the asked fact's
+values in the last request (kept), the corrected value shown (newest), the first statement shown
+as if it still held (older as current: must be 0), and the compression.
+
+Run: ``python bench/bench_session.py`` (about 8 minutes on 2 cores); ``--chats N``, ``--budgets``,
+``--reply-tokens``, ``--facts N`` (0: no facts table).
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.core.profiles import CacheRule
@@ -161,6 +171,76 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, float]:
             "over": sum(r["over"] for r in rows)}
 
 
+def facts_table(count: int, paras: list[str], tok: Tokenizer, reply_tokens: int, seed: int) -> None:
+    """The facts part (see the module docstring)."""
+    from _session_chats import fact_chats, kept, newest_shown, older_as_current
+
+    rows: dict[str, list[tuple[bool, bool, bool, float]]] = {p: [] for p in (*POLICIES, "assembler-fit")}
+    chats = fact_chats(count, turns=70, seed=seed, split="heldout")
+    for i, fact_chat in enumerate(chats):
+        rng = random.Random(seed * 1000 + i)
+        exchanges = _fact_exchanges(fact_chat.messages, rng, paras, tok, reply_tokens)
+        last = {"role": "user", "content": "\n\n".join(evidence_for(rng, paras)) + "\n\n" + fact_chat.question}
+        whole = request_tokens([{"role": "system", "content": INSTRUCTIONS},
+                                *[m for q, _, r in exchanges for m in (_u(q), _a(r))], last], tok)
+        budget = whole // 4
+        for policy in rows:
+            text = _last_request(policy, budget, exchanges, fact_chat.question, evidence_for(rng, paras), tok)
+            rows[policy].append((kept(text, fact_chat), newest_shown(text, fact_chat),
+                                 older_as_current(text, fact_chat), whole / budget))
+    print(f"\n{count} held-out chats of 70 turns, five planted facts (one or two corrected), the last call asks one; "
+          "budget = a quarter of the whole chat")
+    print(f"{'policy':14} {'kept':>6} {'newest shown (corrected)':>25} {'older as current':>17} {'compression':>12}")
+    for policy, got in rows.items():
+        corrected = [r for r, f in zip(got, chats, strict=True) if f.asked.correction]
+        print(f"{policy:14} {statistics.mean(r[0] for r in got):6.3f} "
+              f"{statistics.mean(r[1] for r in corrected) if corrected else float('nan'):25.3f} "
+              f"{sum(r[2] for r in got):17d} {statistics.mean(r[3] for r in got):11.1f}x")
+
+
+def _u(text: str) -> dict[str, str]:
+    return {"role": "user", "content": text}
+
+
+def _a(text: str) -> dict[str, str]:
+    return {"role": "assistant", "content": text}
+
+
+def evidence_for(rng: random.Random, paras: list[str]) -> list[str]:
+    return rng.sample(paras, 6)
+
+
+def _fact_exchanges(messages: list[dict[str, str]], rng: random.Random, paras: list[str], tok: Tokenizer,
+                    reply_tokens: int) -> list[tuple[str, list[str], str]]:
+    """The chat's user turns, each with evidence and the next assistant turn made as long as a model's."""
+    out = []
+    for user, reply in zip(messages[0::2], messages[1::2], strict=False):
+        text = [reply["content"]]
+        while tok.count("\n\n".join(text)) < reply_tokens:
+            text.append(rng.choice(paras))
+        out.append((user["content"], evidence_for(rng, paras), "\n\n".join(text)))
+    return out
+
+
+def _last_request(policy: str, budget: int, exchanges: list[tuple[str, list[str], str]], question: str,
+                  evidence: list[str], tok: Tokenizer) -> str:
+    """The chat replayed call by call by ``policy``; the text of the request that asks ``question``."""
+    name = "assembler" if policy == "assembler-fit" else policy
+    layout = {"history_layout": "fit"} if policy == "assembler-fit" else {}
+    session = Session(budget, instructions=INSTRUCTIONS, chat="openai")
+    appender = AppendOnly(budget, tok)
+    assembler = ContextAssembler(budget, chat="openai", **layout)
+    history: list[dict[str, str]] = []
+    for q, ev, reply in exchanges:
+        if policy != "assembler-fit":  # the fit layout's earlier calls do not change its last request
+            _messages(name, q, ev, history, session, appender, assembler)
+        history += [_u(q), _a(reply)]
+        session.add(_a(reply))
+        appender.turns += [_u(q), _a(reply)]
+    msgs = _messages(name, question, evidence, history, session, appender, assembler)
+    return "\n".join(str(m.get("content") or "") for m in msgs)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--chats", type=int, default=4)
@@ -171,6 +251,7 @@ def main() -> None:
     ap.add_argument("--low-water", type=float, default=None)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=POLICIES)
+    ap.add_argument("--facts", type=int, default=40, help="chats with planted facts (0: no facts table)")
     args = ap.parse_args()
     if not TOPICAL.exists() or not PEPS.exists():
         sys.exit(f"needs {TOPICAL} and {PEPS} (../shared/data)")
@@ -191,6 +272,8 @@ def main() -> None:
             print(f"{budget:7,} {policy:12} {agg['near_turns'] * len(results):10.0f} {agg['cacheable']:10.1%} "
                   f"{agg['spend']:14.1%} {agg['mean_tokens']:13,.0f} {int(agg['over'] * len(results)):12d} "
                   f"{time.perf_counter() - started:8.1f}")
+    if args.facts:
+        facts_table(args.facts, paras, tok, args.reply_tokens, args.seed)
 
 
 if __name__ == "__main__":

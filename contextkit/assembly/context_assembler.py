@@ -201,7 +201,8 @@ class ContextAssembler(Component):
                 conversation = Conversation(budget, tail=tail, instructions=texts["instructions"],
                                             system_texts={k: v for k, v in texts.items() if v and k != "instructions"},
                                             history_summarizer=self._summarizer(config) if config.summarize_history
-                                            else None, chat=config.chat, markup=config.markup, format=config.format)
+                                            else None, redactor=self._helpers(config, False).get("redactor"),
+                                            chat=config.chat, markup=config.markup, format=config.format)
             self._conversations[key] = conversation
             while len(self._conversations) > _CONVERSATIONS_KEPT:
                 self._conversations.pop(next(iter(self._conversations)))

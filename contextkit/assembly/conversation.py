@@ -66,7 +66,7 @@ class ConversationOptions(Settings):
                                            "keeps in the requests (cut by the task, the whole kept by handle); "
                                            "default: 1/8 of the budget, at most 4,000")
     recall_tokens: int | None = Field(default=None, ge=0, description="tokens of old turns' excerpts recalled "
-                                      "for the question (default: 1/40 of the budget, at most 400; 0: none)")
+                                      "for the question (default: 1/40 of the budget, at most 250; 0: none)")
     k: int = Field(default=8, gt=0, description="passages retrieved per question (with an index or retriever)")
     markup: Literal["full", "lean"] = "lean"
     format: Literal["xml", "markdown"] = "xml"
@@ -104,7 +104,7 @@ class Conversation:
 
     def __init__(self, budget: int | str | ModelProfile, *, tail: TailBuilder, instructions: str | None = None,
                  system_texts: Mapping[str, str] | None = None, history_summarizer: Any = None, embedder: Any = None,
-                 **options: Any) -> None:
+                 redactor: Any = None, **options: Any) -> None:
         self.profile = budget if isinstance(budget, ModelProfile) else None
         name = budget.name if isinstance(budget, ModelProfile) else budget
         self.options = ConversationOptions(budget=name, instructions=instructions, **options)
@@ -114,6 +114,7 @@ class Conversation:
         self.limit, profile, self.tokenizer = resolve_budget(budget)
         self.profile = self.profile or profile
         self._tail_builder = tail
+        self._redactor = redactor  # masks each turn as it is recorded (one session: the same placeholders)
         self._system_texts = dict(system_texts or {})  # ContextAssembler's system, task, knowledge
         self._fingerprints: list[str] = []  # of every turn recorded, to follow a history given anew each call
         self._summarizer = history_summarizer
@@ -141,8 +142,17 @@ class Conversation:
         self._check_calls(new)
         for turn in new:
             self._fingerprints.append(_fingerprint(turn))
-            self._record(turn)
+            self._record(self._masked(turn))
         return self
+
+    def _masked(self, turn: Turn) -> Turn:
+        """The turn with personal data masked when the conversation redacts (text, tool arguments)."""
+        if self._redactor is None:
+            return turn
+        turn.text = self._redactor.redact(turn.text).text
+        for call in turn.tool_calls:
+            call.arguments = self._redactor.redact(call.arguments).text
+        return turn
 
     def follows(self, history: Sequence[Any]) -> bool:
         """Whether ``history`` (all turns so far, as given to ``ContextAssembler.assemble`` each call) begins
@@ -401,7 +411,7 @@ class Conversation:
 
     def _recall_sections(self, asking: str | None, history: Sequence[Turn]) -> list[Section]:
         cap = self.options.recall_tokens
-        cap = min(400, self.limit // 40) if cap is None else cap
+        cap = min(250, self.limit // 40) if cap is None else cap
         if not asking or not self.compacted or cap < 32:
             return []
         text = _compact.recall(self.compacted, self._history_summarizer(), asking, cap, history)

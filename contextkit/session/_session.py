@@ -30,16 +30,19 @@ class Session(Conversation):
 
     ``budget`` is a token count or a model profile (its prompt budget; its cache rule predicts the cached
     prefix). ``index`` (a folder or an opened index) or ``retriever`` brings evidence for each question;
-    the other keywords are :class:`SessionOptions`.
+    ``redactor`` (a :class:`~contextkit.compressors.redact.PIIRedactor`) masks personal data in every turn as it
+    is recorded (so neither the requests nor a saved session hold it) and in each tail; the other keywords are
+    :class:`SessionOptions`.
     """
 
     def __init__(self, budget: int | str | ModelProfile, *, instructions: str | None = None, index: Any = None,
-                 retriever: Any = None, history_summarizer: Any = None, **options: Any) -> None:
+                 retriever: Any = None, history_summarizer: Any = None, redactor: Any = None,
+                 **options: Any) -> None:
         markup, fmt = options.get("markup", "lean"), options.get("format", "xml")
         self.assembler = ContextAssembler(budget if isinstance(budget, (int, str, ModelProfile)) else None,
                                           index=index, retriever=retriever, markup=markup, format=fmt,
-                                          chat=options.get("chat", "openai"))
-        super().__init__(budget, tail=self._tail_of, instructions=instructions,
+                                          chat=options.get("chat", "openai"), redactor=redactor)
+        super().__init__(budget, tail=self._tail_of, instructions=instructions, redactor=redactor,
                          history_summarizer=history_summarizer, embedder=self._embedder_of(), **options)
 
     def _embedder_of(self) -> Any:

@@ -289,3 +289,28 @@ def test_the_fit_layout_is_still_there() -> None:
     result = ContextAssembler(5_000, chat="openai", history_layout="fit").assemble(
         "Question 30?", instructions=INSTRUCTIONS, history=_history(30))
     assert result.report.session is None and any(s.role == "history" for s in result.report.sections)
+
+
+# ------------------------------------------------------------------ redaction
+
+
+def test_with_redaction_nothing_personal_reaches_a_request_or_a_saved_session() -> None:
+    from contextkit.compressors.redact import PIIRedactor
+
+    session = Session(4_000, instructions=INSTRUCTIONS, redactor=PIIRedactor())
+    session.add(_user("My e-mail is ines.moreau@example.org and my card 4111 1111 1111 1111."))
+    session.add(_call("call_1", "lookup_customer", email="ines.moreau@example.org"))
+    session.add(_result("call_1", "customer ines.moreau@example.org: card 4111 1111 1111 1111 on file"))
+    result = session.prompt("Send the receipt to ines.moreau@example.org please.")
+    for style in STYLES[:2]:
+        text = json.dumps(result.messages(style))
+        assert "ines.moreau@example.org" not in text and "4111 1111 1111 1111" not in text
+    assert "ines.moreau@example.org" not in session.to_json()
+
+
+def test_the_assemblers_stable_layout_redacts_the_history() -> None:
+    history = [_user("I am Ines, ines.moreau@example.org, card 4111 1111 1111 1111."), _assistant("Noted.")]
+    result = ContextAssembler(4_000, chat="openai", redact=True).assemble("What is on file for me?",
+                                                                          history=history)
+    text = json.dumps(result.messages("openai"))
+    assert "ines.moreau@example.org" not in text and "4111 1111 1111 1111" not in text
