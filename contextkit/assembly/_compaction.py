@@ -61,11 +61,20 @@ def _excerpts(summarizer: Any, messages: list[Message], query: str | None, cap: 
     """The summarizer's lines, without its header (``[turn N]`` counts from the session's first turn)."""
     if cap < 16 or not any(m.content for m in messages):
         return ""
-    try:
+    if _takes_newer(summarizer):  # later turns that may correct a fact of these (HistorySummarizer)
         text = summarizer.summarize(messages, query, max_tokens=cap, newer=newer)
-    except TypeError:  # a summarizer without supersession
+    else:  # a summarizer of your own, without supersession
         text = summarizer.summarize(messages, query, max_tokens=cap)
     return text.split("\n", 1)[1] if "\n" in text else ""
+
+
+def _takes_newer(summarizer: Any) -> bool:
+    import inspect
+
+    try:
+        return "newer" in inspect.signature(summarizer.summarize).parameters
+    except (TypeError, ValueError):
+        return False
 
 
 def tool_stubs(turns: Sequence[Turn], first: int) -> list[str]:

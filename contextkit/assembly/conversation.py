@@ -253,9 +253,10 @@ class Conversation:
         evidence for the question, ``tool_results`` (outputs that answer no call: logs, files) and
         excerpts of condensed turns that bear on the question. ``question`` is recorded as the user's turn
         (or give it to :meth:`add` first and call ``prompt()``)."""
+        if self._open_calls:  # a request with a call and no result is refused by every provider
+            raise InvalidArgumentError(f"calls {', '.join(sorted(self._open_calls))} have no result yet: add "
+                                       "their tool results before the next request")
         if question is not None:
-            if self._open_calls:
-                raise InvalidArgumentError(f"calls {', '.join(sorted(self._open_calls))} have no result yet")
             self.add({"role": "user", "content": question})
         asking = self.turns[-1].text if self.turns and self.turns[-1].role == "user" else None
         history = self.turns[:-1] if asking is not None else list(self.turns)

@@ -17,6 +17,11 @@ sentences, each scored by
 * centrality (cosine with the centroid of all older sentences) and recency (later
   turns weigh a little more),
 
+with a sentence that a newer turn supersedes left out (or, with ``supersede="mark"``, set on a line
+of its own headed ``- [turn 3, superseded by turn 41]``): a fact the user restated later with
+another value ("the dose is 5 ml" ... "the doctor changed it, 7.5 ml now"), by the deterministic
+rule of :mod:`contextkit.compressors._facts`, over all the turns given: the older ones, the recent
+ones and ``newer=`` turns the caller keeps elsewhere (a session's verbatim recent turns);
 then chosen best-first with near-repeats skipped, until the summary's hard
 token cap is reached, and written back in conversation order with the turn and
 who said what (``- [turn 3] user: ...``). Sentence features (embeddings included) are cached per
@@ -41,10 +46,11 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import Field
 
+from contextkit.compressors._facts import Statement, superseded_sentences
 from contextkit.compressors._history_score import (
     Sentence,
     Space,
@@ -107,6 +113,9 @@ class HistorySummarizerConfig(Settings):
                                 "with no question, also numbers and names)")
     drop_unrelated: bool = Field(default=False, description="drop older turns with nothing in common with the question")
     redundancy: float = Field(default=0.6, description="skip a sentence sharing this share of terms with a chosen one")
+    supersede: Literal["drop", "mark", "off"] = Field(
+        default="drop", description="a sentence whose fact a newer turn restates with another value: left out "
+        "('drop'), kept on its own line headed '[turn N, superseded by turn M]' ('mark'), or treated like any other")
 
 
 class HistorySummarizer(Compressor):
@@ -130,6 +139,7 @@ class HistorySummarizer(Compressor):
         self._embedder = embedder
         self._embedder_error: str | None = None  # why the configured model could not be loaded
         self._features: dict[bytes, list[Sentence]] = {}  # message hash -> its sentences (the rolling cache)
+        self._statements: dict[tuple[str, str], list[Statement]] = {}  # (role, content) -> its value statements
 
     @property
     def tokenizer(self) -> Tokenizer:
@@ -165,12 +175,15 @@ class HistorySummarizer(Compressor):
 
     # ----------------------------------------------------------------- public
     def compress(self, items: Sequence[Message | dict[str, Any]], query: str | None = None, *,
-                 keep_last: int | None = None, max_tokens: int | None = None) -> HistoryResult:
+                 keep_last: int | None = None, max_tokens: int | None = None,
+                 newer: Sequence[Message | dict[str, Any]] = ()) -> HistoryResult:
         """Summarise all but the last ``keep_last`` turns into at most ``max_tokens`` tokens.
 
         ``items`` are the turns, oldest first (:class:`Message` or dicts with role and
         content); ``keep_last`` and ``max_tokens`` override ``keep_last`` and
-        ``summary_max_tokens`` of the configuration for this call.
+        ``summary_max_tokens`` of the configuration for this call. ``newer`` are turns after
+        ``items`` that are neither summarised nor returned, only read for corrections: an older
+        statement they restate with another value is superseded (the ``supersede`` setting).
         """
         started = time.perf_counter()
         msgs = as_messages(items)
@@ -179,19 +192,21 @@ class HistorySummarizer(Compressor):
         if keep < 0 or cap < 0:
             raise InvalidArgumentError("keep_last and max_tokens must not be negative")
         older, recent = split_recent(msgs, keep)
+        later = [*recent, *as_messages(newer)]
         report = CompressionReport(compressor=self.name, items_in=len(msgs))
         tok = self.tokenizer
         report.input_tokens = sum(tok.count(m.content) for m in msgs)
-        summary = self._summarise(older, query, cap, report) if older else None
+        summary = self._summarise(older, query, cap, report, later) if older else None
         report.items_out = len(recent) + (1 if summary else 0)
         report.output_tokens = sum(tok.count(m.content) for m in recent) + (tok.count(summary) if summary else 0)
         report.seconds = time.perf_counter() - started
         return HistoryResult(summary, recent, report, older)
 
     def summarize(self, messages: Sequence[Message | dict[str, Any]], query: str | None = None,
-                  max_tokens: int | None = None) -> str:
-        """Just the summary of ``messages`` (all of them; no recent turns kept apart)."""
-        return self.compress(messages, query, keep_last=0, max_tokens=max_tokens).summary or ""
+                  max_tokens: int | None = None, *, newer: Sequence[Message | dict[str, Any]] = ()) -> str:
+        """Just the summary of ``messages`` (all of them; no recent turns kept apart); ``newer``: later
+        turns read only for corrections (see :meth:`compress`)."""
+        return self.compress(messages, query, keep_last=0, max_tokens=max_tokens, newer=newer).summary or ""
 
     # ------------------------------------------------------------- internals
     def _sentences(self, msg: Message, turn: int) -> list[Sentence]:
@@ -213,20 +228,31 @@ class HistorySummarizer(Compressor):
         return [Sentence(s.text, turn, s.role, s.terms, s.fact, s.personal, s.value, s.ordinal, s.sep, s.vector)
                 for s in cached]
 
-    def _summarise(self, older: list[Message], query: str | None, cap: int, report: CompressionReport) -> str | None:
-        """Score the older turns' sentences, choose the best within ``cap``, render them."""
+    def _summarise(self, older: list[Message], query: str | None, cap: int, report: CompressionReport,
+                   later: Sequence[Message] = ()) -> str | None:
+        """Score the older turns' sentences (less those superseded), choose the best within ``cap``, render them."""
         sents = [s for turn, m in enumerate(older) for s in self._sentences(m, turn)]
         report.details["sentences"] = len(sents)
         if not sents or cap <= 0:
             return None
+        gone: dict[tuple[int, int], int] = {}
+        if self.config.supersede != "off":
+            gone = superseded_sentences(older, later, cache=self._statements)
+            report.details["superseded"] = len(gone)
+            if self.config.supersede == "drop":
+                sents = [s for s in sents if (s.turn, s.ordinal) not in gone]
+                if not sents:
+                    return None
         space = Space.build(sents, query)
         ranked = self._rank(sents, space, self._relevance(sents, space, query, report), turns=max(len(older) - 1, 1))
+        if gone:  # "mark": a superseded sentence only where room is left, never crowding out its correction
+            ranked = sorted(ranked, key=lambda i: (sents[i].turn, sents[i].ordinal) in gone)
         header = f"Earlier ({len(older)} turns, excerpts):"
         chosen = self._choose(ranked, sents, cap - self.tokenizer.count(header + "\n"))
         report.removed["sentences"] = len(sents) - len(chosen)
         if not chosen:
             return None
-        return self._render(header, [sents[i] for i in sorted(chosen)], cap)
+        return self._render(header, [sents[i] for i in sorted(chosen)], cap, gone)
 
     def _relevance(self, sents: list[Sentence], space: Space, query: str | None,
                    report: CompressionReport) -> list[float] | None:
@@ -282,11 +308,18 @@ class HistorySummarizer(Compressor):
                 break
         return chosen
 
-    def _render(self, header: str, chosen: list[Sentence], cap: int) -> str:
-        """One line per turn, ``- [turn N] role: ...`` (N counts from 1), its sentences verbatim."""
+    def _render(self, header: str, chosen: list[Sentence], cap: int,
+                superseded: Mapping[tuple[int, int], int] | None = None) -> str:
+        """One line per turn, ``- [turn N] role: ...`` (N counts from 1), its sentences verbatim; a
+        superseded sentence (``supersede="mark"``) on a line of its own, ``- [turn N, superseded by turn M]``."""
         lines: list[str] = [header]
         last: Sentence | None = None
         for s in chosen:
+            by = (superseded or {}).get((s.turn, s.ordinal))
+            if by is not None:
+                lines.append(f"- [turn {s.turn + 1}, superseded by turn {by + 1}] {s.role}: {s.text}")
+                last = None
+                continue
             if last is not None and s.turn == last.turn:
                 lines[-1] += (s.sep if s.ordinal == last.ordinal + 1 else GAP) + s.text
             else:

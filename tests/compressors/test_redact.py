@@ -9,7 +9,7 @@ import re
 import time
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from contextkit.compressors._pii_phone import phone_finder
@@ -458,6 +458,8 @@ class TestProperties:
     @given(st.lists(st.tuples(WORDS, SEPARATORS), max_size=60))
     def test_lowercase_words_are_unchanged(self, pairs):
         text = "".join(w + sep for w, sep in pairs)
+        # "password: the_the_the" labels a value: masking it is right (hypothesis found it)
+        assume(not re.search(r"\b(?:password|pass|secret|token|key|bearer|credentials)\s*[:=]\s*\w+_", text))
         assert PIIRedactor().redact(text).text == text
 
 

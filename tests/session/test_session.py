@@ -225,6 +225,8 @@ def test_a_refused_message_records_nothing() -> None:
     assert len(session.turns) == 1 and session._open_calls == {"call_1": "ls"}
     with pytest.raises(InvalidArgumentError, match="no result yet"):
         session.prompt("so?")
+    with pytest.raises(InvalidArgumentError, match="no result yet"):
+        session.prompt()
 
 
 def test_messages_from_one_provider_can_go_to_another() -> None:

@@ -16,6 +16,8 @@ retrievers, query engines      :class:`ContextKitRetriever` (dense / BM25 / hybr
 chat                           :class:`ContextKitChatEngine` (:func:`contextkit_chat_engine` for
                                ``as_chat_engine(chat_mode="condense_plus_context")``), :func:`contextkit_memory`
 ``vector_store=``              :class:`ContextKitVectorStore` (a contextkit index folder)
+agents (``FunctionAgent``,     :class:`ContextKitFunctionAgent`, :class:`ContextKitAgentMemory` (every LLM call of
+``AgentWorkflow``)             a run is a :class:`~contextkit.Session`'s request)
 =============================  ==============================================================
 """
 
@@ -23,6 +25,10 @@ from contextkit.integrations.llamaindex._compat import SUPPORTED, LlamaIndexVers
 
 check_version()
 
+from contextkit.integrations.llamaindex.agent_memory import (  # noqa: E402
+    ContextKitAgentMemory,
+    ContextKitFunctionAgent,
+)
 from contextkit.integrations.llamaindex.chat import ContextKitChatEngine, contextkit_chat_engine  # noqa: E402
 from contextkit.integrations.llamaindex.convert import (  # noqa: E402
     ConversionError,
@@ -48,8 +54,10 @@ __all__ = [
     "SUPPORTED",
     "BudgetReport",
     "ContextBudgetPostprocessor",
+    "ContextKitAgentMemory",
     "ContextKitChatEngine",
     "ContextKitEmbedding",
+    "ContextKitFunctionAgent",
     "ContextKitMemory",
     "ContextKitNodeParser",
     "ContextKitRetriever",
