@@ -213,8 +213,16 @@ def evidence_for(rng: random.Random, paras: list[str]) -> list[str]:
 def _fact_exchanges(messages: list[dict[str, str]], rng: random.Random, paras: list[str], tok: Tokenizer,
                     reply_tokens: int) -> list[tuple[str, list[str], str]]:
     """The chat's user turns, each with evidence and the next assistant turn made as long as a model's."""
+    merged: list[dict[str, str]] = []  # joined conversations put two turns of one side together
+    for m in messages:
+        if merged and merged[-1]["role"] == m["role"]:
+            merged[-1] = {"role": m["role"], "content": merged[-1]["content"] + "\n" + m["content"]}
+        else:
+            merged.append(dict(m))
+    if merged and merged[0]["role"] != "user":
+        merged.insert(0, {"role": "user", "content": "Hi!"})
     out = []
-    for user, reply in zip(messages[0::2], messages[1::2], strict=False):
+    for user, reply in zip(merged[0::2], merged[1::2], strict=False):
         text = [reply["content"]]
         while tok.count("\n\n".join(text)) < reply_tokens:
             text.append(rng.choice(paras))

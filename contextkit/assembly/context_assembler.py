@@ -200,8 +200,9 @@ class ContextAssembler(Component):
             if conversation is None or not conversation.follows(history):
                 conversation = Conversation(budget, tail=tail, instructions=texts["instructions"],
                                             system_texts={k: v for k, v in texts.items() if v and k != "instructions"},
-                                            history_summarizer=self._summarizer(config) if config.summarize_history
-                                            else None, redactor=self._helpers(config, False).get("redactor"),
+                                            history_summarizer=self.history_summarizer,
+                                            embedder=getattr(call["retriever"] or self.retriever, "embedder", None),
+                                            redactor=self._helpers(config, False).get("redactor"),
                                             chat=config.chat, markup=config.markup, format=config.format)
             self._conversations[key] = conversation
             while len(self._conversations) > _CONVERSATIONS_KEPT:

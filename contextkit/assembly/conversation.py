@@ -369,7 +369,10 @@ class Conversation:
         if self._summarizer is None:
             from contextkit.compressors.history import HistorySummarizer
 
-            self._summarizer = HistorySummarizer(self.tokenizer, embedder=self._embedder)
+            # By meaning (a fact asked in other words is found): the index's model, else the default one,
+            # loaded on first use (lexical, said in the report, where it cannot be loaded).
+            model = None if self._embedder is not None else "default"
+            self._summarizer = HistorySummarizer(self.tokenizer, embedder=self._embedder, model=model)
         return self._summarizer
 
     # ------------------------------------------------------------------ build
@@ -418,7 +421,8 @@ class Conversation:
         text = _compact.recall(self.compacted, self._history_summarizer(), asking, cap, history)
         if not text:
             return []
-        return [Section("recalled", role="custom", content=text, tag="recalled_turns", priority=60)]
+        # Ahead of evidence (75): a few hundred tokens of what the user said, which no document holds.
+        return [Section("recalled", role="custom", content=text, tag="recalled_turns", priority=80)]
 
     def _prompt_text(self, request: Request) -> str:
         """The request as one text, for a completion API or a log: the history as ``<message>`` elements."""

@@ -7,7 +7,7 @@ could be done (or any failure with ``--strict``), 2 a usage error.
 One module per command group, each registering its commands on the one Typer
 app of :mod:`contextkit.cli._app` (a leaf): ``ingest`` (ingest, chunk), ``search``
 (search, info), ``assemble`` (assemble, models), ``compress`` (summarize, redact),
-``index`` (verify, repair), ``serve``, ``eval``, ``demo``.
+``index`` (verify, repair), ``serve``, ``eval``, ``demo``, ``usage``, ``session`` (session replay).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from contextkit.cli._app import REDACTION, app, err
 
 # isort: off
 # Registers the commands, in the order of --help: the pipeline's.
-from contextkit.cli import ingest, search, assemble, compress, index, serve, eval, demo, usage  # noqa: F401
+from contextkit.cli import ingest, search, assemble, compress, index, serve, eval, demo, usage, session  # noqa: F401
 # isort: on
 
 REDACTION["for_run"] = _redaction.for_run  # each run decides whether what it prints is masked

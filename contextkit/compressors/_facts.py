@@ -221,19 +221,20 @@ def _keys(s: Statement) -> set[str]:
 
 def _supersede(found: Iterable[Statement]) -> dict[tuple[int, int], int]:
     """(turn, ordinal) of each superseded statement -> the newest turn that supersedes it. Only pairs
-    sharing a frame word or a name are compared (an index), which is every pair that can match."""
-    ordered = sorted(found, key=lambda s: (s.turn, s.ordinal))
-    by_key: dict[str, list[int]] = {}
+    that can match are compared: both carry values, and they share a frame word or a name together with
+    a kind of value (the newer must replace a value of a kind the older has), through an index."""
+    ordered = sorted((s for s in found if s.values), key=lambda s: (s.turn, s.ordinal))
+    by_key: dict[tuple[str, str], list[int]] = {}
     out: dict[tuple[int, int], int] = {}
     for j, new in enumerate(ordered):
-        keys = _keys(new)
+        keys = {(w, kind) for w in _keys(new) for kind, _ in new.values}
         if new.role in SPEAKERS:
-            for i in sorted({i for w in keys for i in by_key.get(w, ())}):
+            for i in sorted({i for key in keys for i in by_key.get(key, ())}):
                 old = ordered[i]
                 if _later(old, new) and same_fact(old, new):
                     out[(old.turn, old.ordinal)] = max(new.turn, out.get((old.turn, old.ordinal), -1))
-        for w in keys:
-            by_key.setdefault(w, []).append(j)
+        for key in keys:
+            by_key.setdefault(key, []).append(j)
     return out
 
 
