@@ -128,6 +128,7 @@ class Conversation:
         self._system: str | None = None
         self._last_parts: list[str] | None = None
         self._last_marks: list[int] = []
+        self._part_ids: dict[str, list[int]] = {}
         self.compactions = 0
 
     # ------------------------------------------------------------------ turns
@@ -437,16 +438,24 @@ class Conversation:
         parts.append(request.tail)
         return "".join(parts)
 
+    def _encoded(self, part: str) -> list[int]:
+        """A part's token ids, kept while requests carry it (each call re-encodes only what is new)."""
+        ids = self._part_ids.get(part)
+        if ids is None:
+            ids = self._part_ids[part] = self.tokenizer.encode(part)
+        return ids
+
     def _report(self, request: Request, total: int, prefix: int) -> SessionReport:
         from contextkit.core.prompt_cache import cached_prefix_tokens
 
         parts, marks = serialise(request)
-        ids_per_part = [self.tokenizer.encode(p) for p in parts]
+        ids_per_part = [self._encoded(p) for p in parts]
         ids = [i for part in ids_per_part for i in part]
         ends = [sum(len(p) for p in ids_per_part[:m]) for m in marks]
         previous = None
         if self._last_parts is not None:
-            previous = [i for p in self._last_parts for i in self.tokenizer.encode(p)]
+            previous = [i for p in self._last_parts for i in self._encoded(p)]
+        self._part_ids = {p: self._part_ids[p] for p in parts if p in self._part_ids}  # this request's only
         rule = _cache_rule(self.profile, self.options.chat)
         cached = cached_prefix_tokens(previous, ids, rule, self._last_marks if rule.kind == "breakpoints" else ())
         share = cached / len(ids) if ids else 0.0
