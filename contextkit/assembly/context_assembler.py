@@ -40,6 +40,19 @@ if TYPE_CHECKING:  # pragma: no cover - the roles, imported where they are used 
 
 __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_history"]
 
+_CHAT_ROLES = frozenset({"user", "assistant", "system", "developer", "tool"})
+
+
+def _chat_roles_only(history: list[Any]) -> bool:
+    """Whether every turn has a role a provider takes: a history role is free text ("narrator", a name),
+    which only the fit layout (turns as marked-up text) can carry."""
+    for message in history:
+        role = message.get("role") if isinstance(message, Mapping) else getattr(message, "role", None)
+        if str(getattr(role, "value", role)) not in _CHAT_ROLES:
+            return False
+    return True
+
+
 #: Conversations a ContextAssembler follows at once (one per distinct budget, instructions and settings).
 _CONVERSATIONS_KEPT = 8
 
@@ -148,7 +161,7 @@ class ContextAssembler(Component):
         if budget is None:
             raise SectionError("no budget: give a token count or a model profile (budget=... or model=...)")
         self._check_request(query, k, budget, history, config, retriever)
-        if history and config.chat and config.history_layout == "stable":
+        if history and config.chat and config.history_layout == "stable" and _chat_roles_only(history):
             texts = {"instructions": instructions, "system": system, "task": task, "knowledge": knowledge}
             return self._stable(query, texts, history, budget, config, overrides,
                                 dict(evidence=evidence, retriever=retriever, k=k, filters=filters,

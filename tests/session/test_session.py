@@ -316,3 +316,11 @@ def test_the_assemblers_stable_layout_redacts_the_history() -> None:
                                                                           history=history)
     text = json.dumps(result.messages("openai"))
     assert "ines.moreau@example.org" not in text and "4111 1111 1111 1111" not in text
+
+
+def test_a_free_text_role_keeps_the_fit_layout() -> None:
+    """A history role is free text ("narrator", a name): no provider takes it as a role, so the assembler
+    lays such a history out as marked-up text, as before (it refused it while following the conversation)."""
+    history = [_user("hi"), {"role": "narrator", "content": "The user waves."}, _assistant("Hello!")]
+    result = ContextAssembler(4_000, chat="openai").assemble("And now?", history=history)
+    assert result.report.session is None and "narrator" in result.prompt
