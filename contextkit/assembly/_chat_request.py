@@ -142,7 +142,7 @@ def _llamaindex(messages: list[dict[str, Any]]) -> list[Any]:
     return out
 
 
-def count_request(req: Request, style: str, tokenizer: Tokenizer) -> int:
+def count_request(req: Request, style: str, tokenizer: Tokenizer | Any) -> int:
     """Tokens of the request in ``style``'s chat format: contents, tool calls and the per-message overhead
     (exact for OpenAI's text messages; tool calls and the other styles are estimates)."""
     per, reply, _ = OVERHEAD[style]

@@ -129,6 +129,7 @@ class Conversation:
         self._last_parts: list[str] | None = None
         self._last_marks: list[int] = []
         self._part_ids: dict[str, list[int]] = {}
+        self._counts = _Counts(self.tokenizer)
         self.compactions = 0
 
     # ------------------------------------------------------------------ turns
@@ -309,7 +310,7 @@ class Conversation:
         only turns the model has answered (the current round of calls and results stays verbatim: the
         model has not read it yet), then, if that is not enough, whatever must go."""
         style = self.options.chat
-        prefix = count_request(self._prefix(history), style, self.tokenizer)
+        prefix = count_request(self._prefix(history), style, self._counts)
         high = int(self.limit * self.options.high_water)
         if prefix <= high and prefix + self._tail_floor(asking) <= self.limit:
             return False
@@ -317,7 +318,7 @@ class Conversation:
         answered = max((i for i, t in enumerate(history) if t.role == "assistant"), default=0)
         condensed = self._compact(history, target, up_to=answered)
         history = self.turns[:-1] if asking is not None else list(self.turns)
-        if count_request(self._prefix(history), style, self.tokenizer) + self._tail_floor(asking) > self.limit:
+        if count_request(self._prefix(history), style, self._counts) + self._tail_floor(asking) > self.limit:
             condensed = self._compact(history, target, up_to=len(history)) or condensed
         return condensed
 
@@ -330,8 +331,8 @@ class Conversation:
             if up_to >= len(history):
                 raise BudgetError(f"the open tool calls' turns alone exceed the budget of {self.limit:,} tokens")
             return False
-        base = count_request(Request(system=self.system_text), style, self.tokenizer)
-        sizes = [count_request(Request(turns=[t]), style, self.tokenizer) for t in history]
+        base = count_request(Request(system=self.system_text), style, self._counts)
+        sizes = [count_request(Request(turns=[t]), style, self._counts) for t in history]
         kept_tokens = sum(sizes)
         room_for_summary = int(self.limit * self.options.summary_share)
         chosen = cuts[-1]
@@ -381,14 +382,14 @@ class Conversation:
                tool_results: list[str | tuple[str, str]] | None) -> ConversationResult:
         style = self.options.chat
         request = self._prefix(history)
-        prefix = count_request(request, style, self.tokenizer)
+        prefix = count_request(request, style, self._counts)
         sections = self._recall_sections(asking, history)
         tail = None
         room = self.limit - prefix
         for _ in range(3):  # the tail's own count is exact; the tool calls' frames are estimates
             tail = self._tail(asking, evidence, tool_results, sections, room, prefix)
             request.tail = tail._chat.final if tail._chat is not None else ""
-            total = count_request(request, style, self.tokenizer)
+            total = count_request(request, style, self._counts)
             if total <= self.limit:
                 break
             room -= total - self.limit
@@ -535,6 +536,25 @@ class Conversation:
         for m in messages:
             self.add(m)
         return self
+
+
+class _Counts:
+    """Token counts of texts, kept between calls: a request repeats the previous one, so each call counts
+    only its new turns and its tail (the whole history was counted three or four times a call)."""
+
+    _KEPT = 8_192  # texts remembered; past it the memory starts again
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self._memo: dict[str, int] = {}
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self._memo]
+        if len(self._memo) + len(missing) > self._KEPT:
+            self._memo.clear()
+            missing = list(dict.fromkeys(texts))
+        self._memo.update(zip(missing, self.tokenizer.count_many(missing) if missing else [], strict=True))
+        return [self._memo[t] for t in texts]
 
 
 def _fingerprint(turn: Turn) -> str:

@@ -38,10 +38,10 @@ class Session(Conversation):
     def __init__(self, budget: int | str | ModelProfile, *, instructions: str | None = None, index: Any = None,
                  retriever: Any = None, history_summarizer: Any = None, redactor: Any = None,
                  **options: Any) -> None:
-        markup, fmt = options.get("markup", "lean"), options.get("format", "xml")
-        self.assembler = ContextAssembler(budget if isinstance(budget, (int, str, ModelProfile)) else None,
-                                          index=index, retriever=retriever, markup=markup, format=fmt,
-                                          chat=options.get("chat", "openai"), redactor=redactor)
+        fields = SessionOptions.model_fields  # the defaults, declared once on the options
+        markup, fmt, chat = (options.get(k, fields[k].default) for k in ("markup", "format", "chat"))
+        self.assembler = ContextAssembler(budget, index=index, retriever=retriever, markup=markup, format=fmt,
+                                          chat=chat, redactor=redactor)
         super().__init__(budget, tail=self._tail_of, instructions=instructions, redactor=redactor,
                          history_summarizer=history_summarizer, embedder=self._embedder_of(), **options)
 
