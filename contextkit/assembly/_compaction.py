@@ -57,12 +57,12 @@ def _as_messages(turns: Sequence[Turn], first: int) -> list[Message]:
 
 
 def _excerpts(summarizer: Any, messages: list[Message], query: str | None, cap: int,
-              newer: Sequence[Message]) -> str:
+              newer: Sequence[Message], shown: str = "") -> str:
     """The summarizer's lines, without its header (``[turn N]`` counts from the session's first turn)."""
     if cap < 16 or not any(m.content for m in messages):
         return ""
     if _takes_newer(summarizer):  # later turns that may correct a fact of these (HistorySummarizer)
-        text = summarizer.summarize(messages, query, max_tokens=cap, newer=newer)
+        text = summarizer.summarize(messages, query, max_tokens=cap, newer=newer, shown=shown)
     else:  # a summarizer of your own, without supersession
         text = summarizer.summarize(messages, query, max_tokens=cap)
     return text.split("\n", 1)[1] if "\n" in text else ""
@@ -129,8 +129,10 @@ def block_summary(turns: Sequence[Turn], first: int, summarizer: Any, tokenizer:
     return "\n".join(body)
 
 
-def recall(compacted: Sequence[Turn], summarizer: Any, query: str, cap: int, newer: Sequence[Turn] = ()) -> str:
+def recall(compacted: Sequence[Turn], summarizer: Any, query: str, cap: int, newer: Sequence[Turn] = (),
+           shown: str = "") -> str:
     """Sentences of the compacted turns that bear on ``query``, verbatim with their turn numbers, within
-    ``cap`` tokens: the question-dependent part, placed in the tail where it does not disturb the cache."""
+    ``cap`` tokens: the question-dependent part, placed in the tail where it does not disturb the cache.
+    Sentences of ``shown`` (the summaries the request already carries) are not repeated."""
     newer_messages = [Message(t.role, t.text) for t in newer if t.role in ("user", "assistant") and t.text]
-    return _excerpts(summarizer, _as_messages(compacted, 0), query, cap, newer_messages)
+    return _excerpts(summarizer, _as_messages(compacted, 0), query, cap, newer_messages, shown)

@@ -47,6 +47,9 @@ FORMAT_VERSION = 1
 #: A request whose history is shorter than this states the instructions once (in the system message); a longer
 #: one restates them after the question (an agent's step with no question or evidence: never).
 RESTATE_MIN_TOKENS = 2_000
+#: The default model's cosine an old sentence needs with the question to be recalled: unrelated
+#: sentences score about 0.05, a user's fact asked in other words 0.24 and up (data/history_paraphrase.json).
+DEFAULT_RECALL_MIN_SIMILARITY = 0.2
 
 
 class ConversationOptions(Settings):
@@ -66,7 +69,11 @@ class ConversationOptions(Settings):
                                            "keeps in the requests (cut by the task, the whole kept by handle); "
                                            "default: 1/8 of the budget, at most 4,000")
     recall_tokens: int | None = Field(default=None, ge=0, description="tokens of old turns' excerpts recalled "
-                                      "for the question (default: 1/40 of the budget, at most 250; 0: none)")
+                                      "for the question (default: 1/40 of the budget, at most 150; 0: none)")
+    recall_min_similarity: float | None = Field(
+        default=None, ge=-1.0, le=1.0, description="the least embedding cosine an old sentence needs with the "
+        "question to be recalled (default: 0.2 with the default model, whose unrelated sentences score about 0.05; "
+        "none with another model: every sentence competes)")
     k: int = Field(default=8, gt=0, description="passages retrieved per question (with an index or retriever)")
     markup: Literal["full", "lean"] = "lean"
     format: Literal["xml", "markdown"] = "xml"
@@ -374,8 +381,19 @@ class Conversation:
             # By meaning (a fact asked in other words is found): the index's model, else the default one,
             # loaded on first use (lexical, said in the report, where it cannot be loaded).
             model = None if self._embedder is not None else "default"
-            self._summarizer = HistorySummarizer(self.tokenizer, embedder=self._embedder, model=model)
+            self._summarizer = HistorySummarizer(self.tokenizer, embedder=self._embedder, model=model,
+                                                 min_similarity=self._recall_floor())
         return self._summarizer
+
+    def _recall_floor(self) -> float | None:
+        """``recall_min_similarity``, or its default: a floor known for the default model only (cosines
+        of another model have another scale)."""
+        if self.options.recall_min_similarity is not None:
+            return self.options.recall_min_similarity
+        from contextkit.embedders import DEFAULT_MODEL
+
+        name = getattr(self._embedder, "model_name", DEFAULT_MODEL) if self._embedder is not None else DEFAULT_MODEL
+        return DEFAULT_RECALL_MIN_SIMILARITY if name == DEFAULT_MODEL else None
 
     # ------------------------------------------------------------------ build
     def _build(self, history: list[Turn], asking: str | None, evidence: list[Any] | None,
@@ -417,10 +435,11 @@ class Conversation:
 
     def _recall_sections(self, asking: str | None, history: Sequence[Turn]) -> list[Section]:
         cap = self.options.recall_tokens
-        cap = min(250, self.limit // 40) if cap is None else cap
+        cap = min(150, self.limit // 40) if cap is None else cap
         if not asking or not self.compacted or cap < 32:
             return []
-        text = _compact.recall(self.compacted, self._history_summarizer(), asking, cap, history)
+        text = _compact.recall(self.compacted, self._history_summarizer(), asking, cap, history,
+                               shown=self._summary_text())
         if not text:
             return []
         # Ahead of evidence (75): a few hundred tokens of what the user said, which no document holds.

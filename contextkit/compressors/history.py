@@ -40,6 +40,7 @@ out, never alter one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import time
@@ -113,6 +114,10 @@ class HistorySummarizerConfig(Settings):
                                 "with no question, also numbers and names)")
     drop_unrelated: bool = Field(default=False, description="drop older turns with nothing in common with the question")
     redundancy: float = Field(default=0.6, description="skip a sentence sharing this share of terms with a chosen one")
+    min_similarity: float | None = Field(
+        default=None, ge=-1.0, le=1.0, description="with a question and an embedder: older sentences whose "
+        "embedding cosine with it is below this are left out, so a question about nothing said before recalls "
+        "nothing (a correction counts as similar as the statement it supersedes); None: every sentence competes")
     supersede: Literal["drop", "mark", "off"] = Field(
         default="drop", description="a sentence whose fact a newer turn restates with another value: left out "
         "('drop'), kept on its own line headed '[turn N, superseded by turn M]' ('mark'), or treated like any other")
@@ -152,11 +157,8 @@ class HistorySummarizer(Compressor):
         """The embedder relevance uses: the one given, else ``model`` loaded on first use; None for
         lexical relevance (no model configured, or it could not be loaded)."""
         if self._embedder is None and self.config.model and self._embedder_error is None:
-            from contextkit.embedders import Embedder
-
             try:
-                self._embedder = Embedder(self.config.model)
-                _ = self._embedder.dim  # load it now: a missing model fails here, not mid-summary
+                self._embedder = _shared_model(self.config.model)
             except (ModelNotFoundError, ImportError, OSError) as exc:
                 self._embedder = None
                 self._embedder_error = f"embedding model {self.config.model!r} not loaded ({exc}); lexical relevance"
@@ -176,7 +178,7 @@ class HistorySummarizer(Compressor):
     # ----------------------------------------------------------------- public
     def compress(self, items: Sequence[Message | dict[str, Any]], query: str | None = None, *,
                  keep_last: int | None = None, max_tokens: int | None = None,
-                 newer: Sequence[Message | dict[str, Any]] = ()) -> HistoryResult:
+                 newer: Sequence[Message | dict[str, Any]] = (), shown: str = "") -> HistoryResult:
         """Summarise all but the last ``keep_last`` turns into at most ``max_tokens`` tokens.
 
         ``items`` are the turns, oldest first (:class:`Message` or dicts with role and
@@ -184,6 +186,7 @@ class HistorySummarizer(Compressor):
         ``summary_max_tokens`` of the configuration for this call. ``newer`` are turns after
         ``items`` that are neither summarised nor returned, only read for corrections: an older
         statement they restate with another value is superseded (the ``supersede`` setting).
+        ``shown``: text the model already sees (an earlier summary): its sentences are not repeated.
         """
         started = time.perf_counter()
         msgs = as_messages(items)
@@ -196,17 +199,19 @@ class HistorySummarizer(Compressor):
         report = CompressionReport(compressor=self.name, items_in=len(msgs))
         tok = self.tokenizer
         report.input_tokens = sum(tok.count(m.content) for m in msgs)
-        summary = self._summarise(older, query, cap, report, later) if older else None
+        summary = self._summarise(older, query, cap, report, later, shown) if older else None
         report.items_out = len(recent) + (1 if summary else 0)
         report.output_tokens = sum(tok.count(m.content) for m in recent) + (tok.count(summary) if summary else 0)
         report.seconds = time.perf_counter() - started
         return HistoryResult(summary, recent, report, older)
 
     def summarize(self, messages: Sequence[Message | dict[str, Any]], query: str | None = None,
-                  max_tokens: int | None = None, *, newer: Sequence[Message | dict[str, Any]] = ()) -> str:
+                  max_tokens: int | None = None, *, newer: Sequence[Message | dict[str, Any]] = (),
+                  shown: str = "") -> str:
         """Just the summary of ``messages`` (all of them; no recent turns kept apart); ``newer``: later
-        turns read only for corrections (see :meth:`compress`)."""
-        return self.compress(messages, query, keep_last=0, max_tokens=max_tokens, newer=newer).summary or ""
+        turns read only for corrections; ``shown``: text whose sentences are not repeated (see :meth:`compress`)."""
+        return self.compress(messages, query, keep_last=0, max_tokens=max_tokens, newer=newer,
+                             shown=shown).summary or ""
 
     # ------------------------------------------------------------- internals
     def _sentences(self, msg: Message, turn: int) -> list[Sentence]:
@@ -229,8 +234,9 @@ class HistorySummarizer(Compressor):
                 for s in cached]
 
     def _summarise(self, older: list[Message], query: str | None, cap: int, report: CompressionReport,
-                   later: Sequence[Message] = ()) -> str | None:
-        """Score the older turns' sentences (less those superseded), choose the best within ``cap``, render them."""
+                   later: Sequence[Message] = (), shown: str = "") -> str | None:
+        """Score the older turns' sentences (less those superseded, those already shown and, with
+        ``min_similarity``, those unlike the question), choose the best within ``cap``, render them."""
         sents = [s for turn, m in enumerate(older) for s in self._sentences(m, turn)]
         report.details["sentences"] = len(sents)
         if not sents or cap <= 0:
@@ -239,6 +245,14 @@ class HistorySummarizer(Compressor):
         if self.config.supersede != "off":
             gone = superseded_sentences(older, later, cache=self._statements)
             report.details["superseded"] = len(gone)
+        if query and query.strip() and self.config.min_similarity is not None and self.embedder is not None:
+            sents = self._similar(sents, query, gone)
+            report.details["similar"] = len(sents)
+        if shown:  # verbatim there too (a summary's pieces are whole sentences)
+            sents = [s for s in sents if s.text not in shown]
+        if not sents:
+            return None
+        if gone:
             if self.config.supersede == "drop":
                 sents = [s for s in sents if (s.turn, s.ordinal) not in gone]
                 if not sents:
@@ -253,6 +267,15 @@ class HistorySummarizer(Compressor):
         if not chosen:
             return None
         return self._render(header, [sents[i] for i in sorted(chosen)], cap, gone)
+
+    def _similar(self, sents: list[Sentence], query: str, gone: Mapping[tuple[int, int], int]) -> list[Sentence]:
+        """The sentences whose cosine with ``query`` reaches ``min_similarity``, and those carrying a value
+        in a turn that supersedes one of them (a correction bears on what it corrects, whatever its words)."""
+        floor = self.config.min_similarity
+        cosines = dense_relevance(self.embedder, sents, query)
+        keep = {(s.turn, s.ordinal) for s, c in zip(sents, cosines, strict=True) if floor is None or c >= floor}
+        correcting = {gone[k] for k in keep if k in gone}
+        return [s for s in sents if (s.turn, s.ordinal) in keep or (s.turn in correcting and s.value > 0)]
 
     def _relevance(self, sents: list[Sentence], space: Space, query: str | None,
                    report: CompressionReport) -> list[float] | None:
@@ -330,6 +353,17 @@ class HistorySummarizer(Compressor):
             lines.pop()
             text = "\n".join(lines)
         return text
+
+
+@functools.lru_cache(maxsize=4)
+def _shared_model(name: str) -> Any:
+    """One loaded model per name for every summarizer of the process: a service keeps one session per
+    chat, and each loading its own copy of the model cost seconds and ~90 MB a session."""
+    from contextkit.embedders import Embedder
+
+    embedder = Embedder(name)
+    _ = embedder.dim  # load it now: a missing model fails here, not mid-summary (and is not cached)
+    return embedder
 
 
 def _overlap(a: set[str], b: set[str]) -> float:
