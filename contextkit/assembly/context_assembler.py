@@ -216,7 +216,8 @@ class ContextAssembler(Component):
                                             history_summarizer=self.history_summarizer,
                                             embedder=getattr(call["retriever"] or self.retriever, "embedder", None),
                                             redactor=self._helpers(config, False).get("redactor"),
-                                            chat=config.chat, markup=config.markup, format=config.format)
+                                            chat=config.chat, markup=config.markup, format=config.format,
+                                            summarize=config.summarize_history)
             self._conversations[key] = conversation
             while len(self._conversations) > _CONVERSATIONS_KEPT:
                 self._conversations.pop(next(iter(self._conversations)))

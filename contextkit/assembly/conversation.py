@@ -62,6 +62,8 @@ class ConversationOptions(Settings):
     high_water: float = Field(default=0.9, gt=0.0, lt=1.0, description="share of the budget the instructions, "
                               "summaries and verbatim turns may reach before the oldest turns are condensed")
     low_water: float = Field(default=0.5, gt=0.0, lt=1.0, description="share they are condensed down to")
+    summarize: bool = Field(default=True, description="condense the oldest turns into frozen summaries and "
+                            "recall their sentences for a question; False: drop them (neither)")
     summary_ratio: float = Field(default=4.0, ge=1.0, description="a condensed block keeps 1/N of its tokens")
     summary_share: float = Field(default=0.15, gt=0.0, lt=0.5, description="share of the budget the summaries "
                                  "may take before they are condensed again, into one")
@@ -348,7 +350,8 @@ class Conversation:
         for cut in cuts:
             dropped += sum(sizes[at:cut])
             at = cut
-            summary_guess = min(room_for_summary, self._summary_tokens() + dropped // int(self.options.summary_ratio))
+            summary_guess = min(room_for_summary, self._summary_tokens() + dropped // int(self.options.summary_ratio)
+                                ) if self.options.summarize else 0
             if base + summary_guess + kept_tokens - dropped <= target:
                 chosen = cut
                 break
@@ -356,12 +359,13 @@ class Conversation:
         first = len(self.compacted)
         cap = max(64, sum(sizes[:chosen]) // int(self.options.summary_ratio))
         newer = history[chosen:]
-        self.summaries.append(_compact.block_summary(block, first, self._history_summarizer(), self.tokenizer,
-                                                     min(cap, room_for_summary), newer))
+        if self.options.summarize:  # else dropped: kept in the session (saved; tool outputs by handle), not sent
+            self.summaries.append(_compact.block_summary(block, first, self._history_summarizer(), self.tokenizer,
+                                                         min(cap, room_for_summary), newer))
         self.compacted += block
         del self.turns[:chosen]
         self.compactions += 1
-        if self._summary_tokens() > room_for_summary:
+        if self.options.summarize and self._summary_tokens() > room_for_summary:
             self._recondense(room_for_summary, newer)
         return True
 
@@ -436,7 +440,7 @@ class Conversation:
     def _recall_sections(self, asking: str | None, history: Sequence[Turn]) -> list[Section]:
         cap = self.options.recall_tokens
         cap = min(150, self.limit // 40) if cap is None else cap
-        if not asking or not self.compacted or cap < 32:
+        if not asking or not self.compacted or cap < 32 or not self.options.summarize:
             return []
         text = _compact.recall(self.compacted, self._history_summarizer(), asking, cap, history,
                                shown=self._summary_text())

@@ -287,6 +287,23 @@ def test_assemble_from_a_fresh_assembler_gives_the_request_a_followed_one_gives(
     assert fresh.messages("openai") == followed.messages("openai")
 
 
+def test_summarize_history_false_drops_old_turns_without_a_summary_or_recall() -> None:
+    """``summarize_history=False`` (drop what does not fit) holds in the stable layout too: no condensed
+    turns and no recalled excerpts reach the request, which is still append-only between drops."""
+    assembler = ContextAssembler(5_000, chat="openai", summarize_history=False)
+    for turn in range(1, 40):
+        result = assembler.assemble(f"Question {turn} about the release plan?", instructions=INSTRUCTIONS,
+                                    history=_history(turn))
+        text = "\n".join(m["content"] for m in result.messages("openai"))
+        assert "<earlier_turns>" not in text and "<recalled_turns>" not in text
+        assert result.report.chat_tokens is not None and result.report.chat_tokens <= 5_000
+    assert result.report.session is not None and result.report.session.compactions >= 1
+    assert result.report.session.compacted_turns > 0
+    kept = ContextAssembler(5_000, chat="openai").assemble(
+        "Question 39 about the release plan?", instructions=INSTRUCTIONS, history=_history(39))
+    assert "<earlier_turns>" in "\n".join(m["content"] for m in kept.messages("openai"))
+
+
 def test_the_fit_layout_is_still_there() -> None:
     result = ContextAssembler(5_000, chat="openai", history_layout="fit").assemble(
         "Question 30?", instructions=INSTRUCTIONS, history=_history(30))
