@@ -3,7 +3,10 @@
 Two sections, on real server processes (``python -m contextkit serve``, as a user starts them):
 
 **latency**: the same seeded queries (word windows drawn from the index's own chunks), hybrid,
-``k=10``, through five paths, round-robin per query (so the box's noise hits all alike):
+``k=10``, through seven paths, each path once per query (so the box's noise hits all alike), in an
+order shuffled per query (seeded): every path runs after every other about equally often (in a fixed
+order, a server's call right after an in-process search was slower, whichever path it was, and always
+the same path paid for it: ``mcp-http``, which came after ``service``):
 
 - ``direct``: the index opened once in this process, ``make_retriever("hybrid", ...).retrieve(q, 10)``
   (what ``search_index`` does inside, without reopening the index per call): the strictest baseline;
@@ -316,11 +319,12 @@ async def latency_section(index_dir: Path, queries: list[str], k: int, warmup: i
                     except Exception as exc:  # noqa: BLE001 - counted and shown
                         errors.append(f"warm-up {path}: {type(exc).__name__}: {exc}")
             ms: dict[str, list[float]] = {p: [] for p in PATHS}
+            rng = random.Random(len(queries))
             mismatches: list[str] = []
             worst = 0.0
             for qi, q in enumerate(queries):
                 answers: dict[str, list[tuple[str, float]]] = {}
-                for path in PATHS:
+                for path in rng.sample(PATHS, len(PATHS)):  # shuffled: no path always follows the same one
                     t = time.perf_counter()
                     try:
                         answers[path] = await call(path, q)
@@ -355,8 +359,8 @@ async def latency_section(index_dir: Path, queries: list[str], k: int, warmup: i
 
 
 def print_latency(res: dict[str, Any]) -> None:
-    print(f"\n== latency: {res['queries']} queries, search {res['mode']} k={res['k']}, round-robin over "
-          f"{len(PATHS)} paths after {res['warmup']} warm-up calls each (server --rate-limit 0: one client "
+    print(f"\n== latency: {res['queries']} queries, search {res['mode']} k={res['k']}, each path once per query (order shuffled) over "
+          f"{len(PATHS)} paths, after {res['warmup']} warm-up calls each (server --rate-limit 0: one client "
           f"address makes every call) ==")
     print(f"{'path':<11}{'n':>5}{'p50 ms':>9}{'p95 ms':>9}{'p50 +ms':>9}{'p50/direct':>12}{'p95/direct':>12}"
           f"{'paired med':>12}")

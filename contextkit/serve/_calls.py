@@ -16,7 +16,6 @@ from typing import Any
 
 from contextkit.core.errors import ContextkitError, DocumentNotFoundError, IndexFolderError, LimitExceededError
 from contextkit.serve._audit import AuditLog
-from contextkit.serve._fit import result_json
 from contextkit.serve._requests import parse_request
 from contextkit.serve._service import IndexService
 
@@ -58,8 +57,8 @@ def run_call(service: IndexService, name: str, arguments: Any, *, transport: str
 def _outcome(service: IndexService, name: str, arguments: Any) -> CallOutcome:
     try:
         request = parse_request(name, arguments)
-        data = getattr(service, name)(request)
-        return CallOutcome(200, result_json(data), data)
+        data, text = service.answer(name, request)
+        return CallOutcome(200, text, data)
     except DocumentNotFoundError as exc:
         return CallOutcome(404, str(exc), error_type="not_found")
     except LimitExceededError as exc:

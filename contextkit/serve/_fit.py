@@ -11,7 +11,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["cut_text", "fit_cut", "fit_items", "result_json"]
+__all__ = ["cut_text", "fit_cut", "fit_items", "fit_items_json", "result_json"]
 
 Count = Callable[[str], int]
 
@@ -23,7 +23,16 @@ def result_json(data: dict[str, Any]) -> str:
 
 def fit_items(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit: int, count: Count,
               text_field: str = "text", bytes_bound: bool = False) -> dict[str, Any]:
-    """``base`` with as many of ``items`` (best first) under ``key`` as fit in ``limit`` tokens of JSON.
+    """``base`` with as many of ``items`` (best first) under ``key`` as fit in ``limit`` tokens of JSON
+    (:func:`fit_items_json`'s result without its text)."""
+    return fit_items_json(base, key, items, limit, count, text_field, bytes_bound)[0]
+
+
+def fit_items_json(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit: int, count: Count,
+                   text_field: str = "text", bytes_bound: bool = False) -> tuple[dict[str, Any], str]:
+    """``base`` with as many of ``items`` (best first) under ``key`` as fit in ``limit`` tokens of JSON, and that
+    result's JSON (:func:`result_json`): the text measured is the text returned, so a caller sends it as is
+    rather than serialising the result a second time.
 
     The result says what was left out: ``omitted`` (items not returned) and, when even the first item
     does not fit whole, that item with its ``text_field`` cut at a token boundary and ``truncated`` set.
@@ -35,9 +44,13 @@ def fit_items(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit
     def build(n: int) -> dict[str, Any]:
         return {**base, key: items[:n], "omitted": len(items) - n}
 
-    whole = result_json(build(len(items)))
+    def done(data: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        return data, result_json(data)
+
+    full = build(len(items))
+    whole = result_json(full)
     if (bytes_bound and len(whole.encode("utf-8")) <= limit) or count(whole) <= limit:  # the usual case
-        return build(len(items))
+        return full, whole
     lo, hi = 0, len(items) - 1  # the largest n whose JSON fits: binary search (each probe one exact count)
     while lo < hi:
         mid = (lo + hi + 1) // 2
@@ -46,15 +59,15 @@ def fit_items(base: dict[str, Any], key: str, items: list[dict[str, Any]], limit
         else:
             hi = mid - 1
     if lo > 0 or not items or text_field not in items[0]:
-        return build(lo)
+        return done(build(lo))
     first = items[0]
     shell = {**base, key: [{**first, text_field: "", "truncated": True}], "omitted": len(items) - 1}
     room = limit - count(result_json(shell))
     if room <= 0:
-        return build(0)
+        return done(build(0))
     fitted = fit_cut(str(first[text_field]), room, limit, count, lambda cut: {
         **base, key: [{**first, text_field: cut, "truncated": True}], "omitted": len(items) - 1})
-    return fitted if fitted is not None else build(0)
+    return done(fitted if fitted is not None else build(0))
 
 
 def fit_cut(text: str, room: int, limit: int, count: Count,

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from contextkit.core.errors import DocumentNotFoundError, InvalidArgumentError, LimitExceededError
-from contextkit.serve._fit import fit_cut, fit_items, result_json
+from contextkit.serve._fit import fit_cut, fit_items, fit_items_json, result_json
 from contextkit.serve._requests import (
     AssembleRequest,
     FiltersBody,
@@ -77,8 +77,19 @@ class IndexService:
         self.index.close()
 
     # ------------------------------------------------------------------ operations
+    def answer(self, name: str, request: Any) -> tuple[dict[str, Any], str]:
+        """Operation ``name`` on its parsed request: the result and its JSON (:func:`._fit.result_json`), the
+        text the transports send. A search's JSON is the text its token limit was counted on (serialised once)."""
+        if name == "search":
+            return self._search(request)
+        data = getattr(self, name)(request)
+        return data, result_json(data)
+
     def search(self, request: SearchRequest) -> dict[str, Any]:
         """The ``k`` best chunks for the query, best first, as :func:`~contextkit.search_index` ranks them."""
+        return self._search(request)[0]
+
+    def _search(self, request: SearchRequest) -> tuple[dict[str, Any], str]:
         limit = self._limit(request.max_tokens)
         with self.index.snapshot():
             generation = self.index.generation
@@ -90,7 +101,7 @@ class IndexService:
                  for rank, h in enumerate(hits, start=1)]
         # The query is not echoed: the caller has it, and with a redacting index it must not come back unmasked.
         base = {"mode": request.mode, "generation": generation}
-        return fit_items(base, "hits", items, limit, self.count, bytes_bound=self.bytes_bound)
+        return fit_items_json(base, "hits", items, limit, self.count, bytes_bound=self.bytes_bound)
 
     def assemble_context(self, request: AssembleRequest) -> dict[str, Any]:
         """A prompt (or chat messages) for the question under the budget, with its report, as

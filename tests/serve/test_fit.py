@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from contextkit.core.tokenizers import get_tokenizer
-from contextkit.serve._fit import cut_text, fit_items, result_json
+from contextkit.serve._fit import cut_text, fit_items, fit_items_json, result_json
 
 COUNT = get_tokenizer("cl100k_base").count
 WORDS = st.text(alphabet=st.sampled_from(list("ab cd\n\"\\é中😀<>&0123456789")), max_size=400)
@@ -18,7 +18,11 @@ WORDS = st.text(alphabet=st.sampled_from(list("ab cd\n\"\\é中😀<>&0123456789
 def test_fit_items_is_exact_maximal_and_counts_what_it_left_out(texts: list[str], limit: int) -> None:
     items = [{"id": f"doc-{i}::0", "text": t} for i, t in enumerate(texts)]
     base = {"mode": "hybrid", "generation": 3}
-    out = fit_items(base, "hits", items, limit, COUNT)
+    out, text = fit_items_json(base, "hits", items, limit, COUNT)
+    assert text == result_json(out)  # the text returned is the result's one serialisation, whatever the path taken
+    assert fit_items(base, "hits", items, limit, COUNT) == out
+    bounded, bounded_text = fit_items_json(base, "hits", items, limit, COUNT, bytes_bound=True)
+    assert bounded == out and bounded_text == text  # the byte bound only skips a count: never a different answer
     assert COUNT(result_json(out)) <= limit or not out["hits"]
     n = len(out["hits"])
     assert out["omitted"] == len(items) - n

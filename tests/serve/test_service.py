@@ -172,6 +172,29 @@ def test_results_are_plain_json(service: IndexService) -> None:
     assert json.loads(result_json(data)) == data
 
 
+@pytest.mark.parametrize("max_tokens", [None, 200, 60])
+def test_a_call_sends_the_json_its_token_limit_was_counted_on(service: IndexService, max_tokens: int | None) -> None:
+    """A search is serialised once (the text fitted to the limit is the text sent); every operation's text is
+    its result's JSON, the same result as the method's, and within the limit."""
+    from contextkit.serve._calls import run_call
+
+    doc_id = service.list_sources(ListSourcesRequest(glob="*ray.md"))["sources"][0]["id"]
+    requests = {"search": {"query": QUESTION, "k": 5, "max_tokens": max_tokens},
+                "list_sources": {"max_tokens": max_tokens}, "get_document": {"id": doc_id, "max_tokens": max_tokens and max(max_tokens, 200)}}
+    for name, arguments in requests.items():
+        request = parse_request(name, arguments)
+        data, text = service.answer(name, request)
+        assert text == result_json(data) and data == getattr(service, name)(request)
+        assert service.count(text) <= (request.max_tokens or service.default_result_tokens)
+        outcome = run_call(service, name, arguments, transport="test", client="test", audit=None)
+        assert outcome.ok and outcome.text == text and outcome.data == data
+    if max_tokens == 60:  # some limit cuts the first hit to fit: the text sent is still the one counted
+        cut = [text for limit in range(60, 1_000, 20)
+               for data, text in [service.answer("search", SearchRequest(query=QUESTION, k=5, max_tokens=limit))]
+               if data["hits"] and data["hits"][0].get("truncated")]
+        assert cut and all(service.count(text) <= 1_000 and json.loads(text)["omitted"] == 4 for text in cut)
+
+
 def test_a_redacting_index_masks_the_audit_log_and_the_prompt(tmp_path: Path, embedder) -> None:
     from contextkit import ingest
     from contextkit.serve import ServerState, ServeSettings
