@@ -20,9 +20,11 @@ assistant may have echoed the old value) when all of these hold:
    "Oliver", "Maple Avenue") overlaps, Jaccard at least :data:`SAME_FRAME` (0.5), or
    :data:`SAME_FRAME_CUED` (0.25) when the newer sentence has a correction cue ("actually",
    "changed", "moved", "instead", "correction", "sorry", "rescheduled", "switched", "not X but Y"
-   ...): the same fact. Without a cue, one of the two must be about the user's own things ("my",
-   "our", "your"): other statements may be events or instances, both true ("we upgraded from 2.7
-   to 3.12" ... "from 3.12 to 3.13"). A bare "now" is no cue ("the docs are at ... now");
+   ...): the same fact. "Now" ("the review is at 9:15 am now", "the deposit is 4,000 euro now") is a
+   cue when the older statement lacks it (not "by now", "until now", "now that"): the state changed;
+   two statements that both say "now" ("the docs are at ... now") are news both times. Without a
+   cue, one of the two must be about the user's own things ("my", "our", "your"): other statements
+   may be events or instances, both true ("we upgraded from 2.7 to 3.12" ... "from 3.12 to 3.13");
 2. they are not about different people: when both name someone of :data:`PEOPLE` (son,
    daughter, mum, wife, dog ...), the two sets meet ("my son's dose is 5 ml" and "my daughter's
    dose is 2 ml" are two facts); and when both carry names, none in common, and more than the
@@ -40,7 +42,7 @@ turns). Known limits: a correction that does not name what it corrects ("sorry, 
 has no frame in common with the fact and is not found; values written in lower case with no
 digit ("allergic to peanuts", "by email") are words of the frame, not values; the cue is the whole
 sentence's, so chit-chat with "actually" in it lowers the bar too. On real chit-chat (Topical-Chat
-conversations 0-99 as one 2,174-turn chat) 24 sentences are taken as superseded, mostly restated
+conversations 0-99 as one 2,174-turn chat) 25 sentences are taken as superseded, mostly restated
 trivia ("the 1960s" ... "1960's", "222-0" ... "220-0"): a missed correction costs more than a
 dropped line of chit-chat, so the bar stays where the tune split's corrections need it.
 """
@@ -87,6 +89,11 @@ _CUE = re.compile(
     r"misremember\w*|mixed (?:that|it) up|revis\w*|adjust\w*|reassign\w*|raised|lowered|increased|reduced|"
     r"upped|postponed|pushed back|bumped|renegotiat\w*|reset|rethink|rethought|reconsider\w*|"
     r"on second thought|from now on)\b|\bnot\b[^.;]{0,40}\bbut\b", re.I)
+#: "... 9:15 am now", "it's 4,000 euro now": the state has changed since an earlier statement. Not "by now",
+#: "until now", "just now", "now that", "now and then"; and not when the older statement says "now" too
+#: ("the docs are at ... now" twice: news both times, see :func:`same_fact`).
+_NOW = re.compile(r"(?<!\bby )(?<!\buntil )(?<!\btill )(?<!\bto )(?<!\bjust )(?<!\bevery )\bnow\b(?! that\b)(?! and then\b)",
+                  re.I)
 _OPENERS = ("My|Our|I|I'm|I've|I'd|We|We're|We've|They|The|Sorry|Oh|Actually|Correction|Update|Quick|Please|"
             "Also|But|So|And|He|She|It|It's|This|That|There|Ugh|Small|Change|Just|Anyway|Btw|By")
 _RUN_ON = re.compile(rf"(?<=[a-z0-9]) (?=(?:{_OPENERS})\b)")
@@ -135,8 +142,8 @@ def values(text: str) -> list[tuple[str, str]]:
 
 
 def correction_cue(text: str) -> bool:
-    """Whether ``text`` reads as a correction ("actually", "changed", "moved", "not X but Y" ...); a bare
-    "now" does not count ("the docs are at ... now" is news, not a correction)."""
+    """Whether ``text`` reads as a correction ("actually", "changed", "moved", "not X but Y" ...); "now"
+    is weighed against the older statement (:func:`same_fact`), not here."""
     return bool(_CUE.search(text))
 
 
@@ -152,6 +159,7 @@ class Statement:
     people: frozenset[str]
     cue: bool
     own: bool = False  # "my", "our", "your": about the user's own things
+    now: bool = False  # "... now": a state that changed (a cue where the older statement lacks it)
 
 
 def clauses(sentence: str) -> list[str]:
@@ -166,6 +174,7 @@ def statements(text: str, role: str, turn: int = 0) -> list[Statement]:
     out = []
     for ordinal, (a, b) in enumerate(split_sentences(text)):
         cue = correction_cue(text[a:b])  # the sentence's: "Actually I take 15 mg" cuts before "I"
+        now = bool(_NOW.search(text[a:b]))
         for clause in clauses(text[a:b]):
             found = values(clause)
             if not found or clause.rstrip(" )\"'’”").endswith("?"):  # a question states nothing
@@ -173,7 +182,7 @@ def statements(text: str, role: str, turn: int = 0) -> list[Statement]:
             if role not in SPEAKERS and not _ABOUT_THE_USER.search(clause):
                 continue
             out.append(Statement(turn, ordinal, role, _frame(clause, found), frozenset(found), frozenset(),
-                                 cue, bool(_OWN.search(clause))))
+                                 cue, bool(_OWN.search(clause)), now))
     return [replace(s, people=s.frame & PEOPLE) for s in out]
 
 
@@ -192,20 +201,20 @@ def same_fact(old: Statement, new: Statement) -> bool:
     both = old_names & new_names  # a name both say ("Oliver", "Maple Avenue") is part of what they are about
     about_old, about_new = old.frame | both, new.frame | both
     shared = about_old & about_new
-    if not old.frame & new.frame or len(shared) / len(about_old | about_new) < (
-            SAME_FRAME_CUED if new.cue else SAME_FRAME):
+    cue = new.cue or (new.now and not old.now)  # "it's at 9:15 am now" after a statement without "now"
+    if not old.frame & new.frame or len(shared) / len(about_old | about_new) < (SAME_FRAME_CUED if cue else SAME_FRAME):
         return False
-    if not new.cue and not (old.own or new.own):  # "we upgraded from 2.7 to 3.12" ... "from 3.12 to 3.13"
+    if not cue and not (old.own or new.own):  # "we upgraded from 2.7 to 3.12" ... "from 3.12 to 3.13"
         return False
     if old.people and new.people and not old.people & new.people:
         return False
     added, dropped = new.values - old.values, old.values - new.values
     if not added:
         return False
-    replaced = {k for k, _ in dropped} if dropped else ({k for k, _ in old.values} if new.cue else set())
+    replaced = {k for k, _ in dropped} if dropped else ({k for k, _ in old.values} if cue else set())
     if not {k for k, _ in added} & replaced:
         return False
-    if old_names and new_names and not old_names & new_names and not new.cue:
+    if old_names and new_names and not old_names & new_names and not cue:
         return {k for k, _ in added} == {"name"}  # only the name changed: a renamed fact; else two people
     return True
 

@@ -245,9 +245,12 @@ class HistorySummarizer(Compressor):
         if self.config.supersede != "off":
             gone = superseded_sentences(older, later, cache=self._statements)
             report.details["superseded"] = len(gone)
-        if query and query.strip() and self.config.min_similarity is not None and self.embedder is not None:
-            sents = self._similar(sents, query, gone)
-            report.details["similar"] = len(sents)
+        cosines: dict[tuple[int, int], float] | None = None
+        if query and query.strip() and self.embedder is not None and self.config.weight_dense > 0.0:
+            cosines = self._cosines(sents, query, gone)
+            if self.config.min_similarity is not None:
+                sents = [s for s in sents if cosines[(s.turn, s.ordinal)] >= self.config.min_similarity]
+                report.details["similar"] = len(sents)
         if shown:  # verbatim there too (a summary's pieces are whole sentences)
             sents = [s for s in sents if s.text not in shown]
         if not sents:
@@ -258,7 +261,8 @@ class HistorySummarizer(Compressor):
                 if not sents:
                     return None
         space = Space.build(sents, query)
-        ranked = self._rank(sents, space, self._relevance(sents, space, query, report), turns=max(len(older) - 1, 1))
+        ranked = self._rank(sents, space, self._relevance(sents, space, query, report, cosines),
+                            turns=max(len(older) - 1, 1))
         if gone:  # "mark": a superseded sentence only where room is left, never crowding out its correction
             ranked = sorted(ranked, key=lambda i: (sents[i].turn, sents[i].ordinal) in gone)
         header = f"Earlier ({len(older)} turns, excerpts):"
@@ -268,17 +272,25 @@ class HistorySummarizer(Compressor):
             return None
         return self._render(header, [sents[i] for i in sorted(chosen)], cap, gone)
 
-    def _similar(self, sents: list[Sentence], query: str, gone: Mapping[tuple[int, int], int]) -> list[Sentence]:
-        """The sentences whose cosine with ``query`` reaches ``min_similarity``, and those carrying a value
-        in a turn that supersedes one of them (a correction bears on what it corrects, whatever its words)."""
-        floor = self.config.min_similarity
-        cosines = dense_relevance(self.embedder, sents, query)
-        keep = {(s.turn, s.ordinal) for s, c in zip(sents, cosines, strict=True) if floor is None or c >= floor}
-        correcting = {gone[k] for k in keep if k in gone}
-        return [s for s in sents if (s.turn, s.ordinal) in keep or (s.turn in correcting and s.value > 0)]
+    def _cosines(self, sents: list[Sentence], query: str,
+                 gone: Mapping[tuple[int, int], int]) -> dict[tuple[int, int], float]:
+        """Each sentence's embedding cosine with ``query``; a sentence carrying a value in a turn that
+        supersedes others takes the best of theirs when higher (a correction bears on what it corrects,
+        whatever its words: "the review is at 9:15 am now" answers "when is my meeting with my boss")."""
+        cosines = {(s.turn, s.ordinal): c for s, c in zip(sents, dense_relevance(self.embedder, sents, query),
+                                                           strict=True)}
+        corrected: dict[int, float] = {}
+        for key, by in gone.items():
+            if key in cosines:
+                corrected[by] = max(cosines[key], corrected.get(by, -1.0))
+        for s in sents:
+            if s.turn in corrected and s.value > 0:
+                key = (s.turn, s.ordinal)
+                cosines[key] = max(cosines[key], corrected[s.turn])
+        return cosines
 
-    def _relevance(self, sents: list[Sentence], space: Space, query: str | None,
-                   report: CompressionReport) -> list[float] | None:
+    def _relevance(self, sents: list[Sentence], space: Space, query: str | None, report: CompressionReport,
+                   cosines: Mapping[tuple[int, int], float] | None = None) -> list[float] | None:
         """Each sentence's relevance to ``query`` relative to this conversation (0..1): lexical,
         mixed with the embeddings' when there is an embedder; None without a question."""
         if not query or not query.strip():
@@ -291,7 +303,9 @@ class HistorySummarizer(Compressor):
             report.details["relevance"] = "lexical"
             return lexical
         report.details["relevance"] = "lexical+dense"
-        dense = scaled(dense_relevance(embedder, sents, query))
+        raw = ([cosines[(s.turn, s.ordinal)] for s in sents] if cosines is not None
+               else dense_relevance(embedder, sents, query))
+        dense = scaled(raw)
         w = self.config.weight_dense
         return [w * d + (1 - w) * x for d, x in zip(dense, lexical, strict=True)]
 
