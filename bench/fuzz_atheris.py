@@ -9,9 +9,9 @@ examples. The first input byte picks the target:
   text UTF-8-safe, one result per JSONL line;
 * ``chunker``: a Unicode string and chunk sizes -> exact offsets, exact token counts,
   size and overlap bounds, full coverage;
-* ``assembler``: evidence items, history, instructions, a question and a budget ->
-  never over budget, and the prompt parses (ElementTree / markdown-it) as exactly our
-  sections with every text round-tripping.
+* ``assembler``: evidence items, history, instructions, a question, a budget and a markup
+  (full or lean) -> never over budget, and the prompt parses (ElementTree / markdown-it) as
+  exactly our sections with every text round-tripping.
 
 A failed invariant or an exception stops the run with the input saved by libFuzzer
 (``crash-...``); at the end the script prints the inputs tried per target.
@@ -75,6 +75,7 @@ def fuzz_chunker(fdp: atheris.FuzzedDataProvider) -> None:
 def fuzz_assembler(fdp: atheris.FuzzedDataProvider) -> None:
     global skipped_budget
     markdown = fdp.ConsumeBool()
+    markup = ("full", "lean")[fdp.ConsumeIntInRange(0, 1)]
     budget = fdp.ConsumeIntInRange(20, 3_000)
     order = ORDERS[fdp.ConsumeIntInRange(0, 2)]
     n_items, n_turns = fdp.ConsumeIntInRange(0, 8), fdp.ConsumeIntInRange(0, 3)
@@ -88,7 +89,7 @@ def fuzz_assembler(fdp: atheris.FuzzedDataProvider) -> None:
              for i in range(n_turns)]
     instructions, question = text(), text()
     check = test_fuzz.check_markdown_assembly if markdown else test_fuzz.check_xml_assembly
-    if not check(_tok, items, turns, instructions, question, budget, order):
+    if not check(_tok, items, turns, instructions, question, budget, order, markup=markup):
         skipped_budget += 1
 
 

@@ -11,7 +11,8 @@ What each must hold, whatever it is fed:
   (Thai, CJK), ZWJ emoji, combining marks, rare white space, tiny chunk sizes.
 * assembler: never over budget (recounted), and the prompt parses (a real XML parser,
   or a CommonMark parser for Markdown) as exactly the sections and items the report
-  lists, each text round-tripping.
+  lists, each text round-tripping, in both markups (hypothesis draws "full" or "lean";
+  in lean, ``report.citations`` maps each element's citation id to the items it shows).
 
 Bounded ``max_examples`` keep the suite fast; ``bench/fuzz_atheris.py`` runs the same
 targets for as long as it is given.
@@ -236,8 +237,10 @@ def xml_view(text: str) -> str:
 @st.composite
 def assembly_inputs(draw):
     n = draw(st.integers(0, 10))
+    # a few sources shared, so that lean markup joins one document's passages in one element
+    sources = st.one_of(st.sampled_from(["a.md", "b.md"]), st.text(NO_SURROGATES, max_size=20))
     items = [EvidenceItem(id=f"e{i}-{draw(st.text(NO_SURROGATES, max_size=6))}", text=draw(ATTACK_TEXT),
-                          source=draw(st.text(NO_SURROGATES, max_size=20)), score=draw(st.floats(-1, 1)))
+                          source=draw(sources), score=draw(st.floats(-1, 1)))
              for i in range(n)]
     turns = [Message(draw(st.sampled_from(["user", "assistant", "tool"])), draw(ATTACK_TEXT), id=f"m{i}")
              for i in range(draw(st.integers(0, 4)))]
@@ -255,13 +258,22 @@ def _sections(items, turns, instructions, question) -> list[Section]:
     return out
 
 
-def check_xml_assembly(tok, items, turns, instructions, question, budget, order) -> bool:
-    """Assemble as XML and read the prompt back with a real parser; False when the pinned
-    sections alone exceed the budget (a BudgetError that says so, not a cut)."""
+def check_xml_assembly(tok, items, turns, instructions, question, budget, order, markup="full") -> bool:
+    """Assemble as XML (in ``markup``, "full" or "lean") and read the prompt back with a real parser;
+    False when the pinned sections alone exceed the budget (a BudgetError that says so, not a cut).
+
+    Both markups: the prompt parses as exactly our sections, and the documents shown are exactly the
+    items kept, each element with its source and its text as written (or a cut of it). In full markup
+    an element is one item under its id; in lean its id is a citation id and ``report.citations[id]``
+    lists the items whose text it shows."""
+    from contextkit.assembly._fill import PART_GAP
+
     try:
-        prompt, report = assemble(_sections(items, turns, instructions, question), budget, evidence_order=order)
+        prompt, report = assemble(_sections(items, turns, instructions, question), budget, evidence_order=order,
+                                  markup=markup)
     except BudgetError:
         return False
+    assert report.markup == markup
     assert tok.count(prompt) == report.tokens <= budget
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")  # a forged or broken tag fails to parse here
     shown = [s for s in report.sections if s.tokens > 0]  # an empty section is not rendered
@@ -269,25 +281,44 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order)
     ev = root.find("evidence")
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
     docs = list(ev) if ev is not None else []
-    assert [d.tag for d in docs] == ["document"] * len(kept)
     by_id = {attribute_view(it.id): it for it in items}  # an id loses its invisible characters too
     shown_kept = {attribute_view(i): r for i, r in kept.items()}
-    assert {d.get("id") for d in docs} == set(shown_kept)
+    if markup == "full":  # one element an item, under its own id
+        elements = [[d.get("id")] for d in docs]
+        assert report.citations == {}
+    else:  # one element a run of items, under a citation id "1", "2"... the report maps back
+        assert [d.get("id") for d in docs] == list(report.citations) == [str(n) for n in range(1, len(docs) + 1)]
+        elements = [[attribute_view(x) for x in report.citations[d.get("id")]] for d in docs]
+    assert [d.tag for d in docs] == ["document"] * len(elements) and all(len(d) == 0 for d in docs)
+    assert sorted(x for ids in elements for x in ids) == sorted(shown_kept)  # exactly the kept items, once
     tight = any(n.startswith("tight budget") for n in report.notes)  # lean tags, instructions once (issue 29)
-    for d in docs:
-        item = by_id[d.get("id")]
+    for d, ids in zip(docs, elements):
+        passages = [by_id[x] for x in ids]
+        item = passages[0]
         source = attribute_view(item.source) or None  # an empty source is left out, and a lean tag leaves out
-        if tight and source is not None and lean_attributes({"id": d.get("id"), "source": source}).keys() == {"id"}:
+        if (markup == "full" and tight and source is not None
+                and lean_attributes({"id": d.get("id"), "source": source}).keys() == {"id"}):
             source = None  # a source its id already names
         assert d.get("source") == source
-        if shown_kept[d.get("id")].status == "included":  # rendered as "\n" + text + "\n"
-            assert d.text == body_view(item.text)
+        assert len({attribute_view(p.source) or x for p, x in zip(passages, ids)}) == 1  # one document an element
+        if markup == "lean":
+            assert set(d.attrib) <= {"id", "source"}  # no score, no truncated flag
+        if all(shown_kept[x].status == "included" for x in ids):  # rendered as "\n" + text + "\n"
+            if len(passages) == 1:
+                assert d.text == body_view(item.text)
+            else:  # each passage escaped on its own, joined by the gap line: equal but for line ends
+                flat = re.compile("[\r\n]")
+                expected = PART_GAP.join(assembled_view(p.text) for p in passages)
+                assert flat.sub("", d.text) == flat.sub("", expected)
         else:
             # cut at a sentence end (a prefix), or pruned to its sentences that bear on the question
             # (a tight budget: or a piece of a sentence, cut at a token boundary and marked …)
-            whole, pieces = assembled_view("\n" + item.text), d.text.strip("\n").split(GAP)
-            assert (d.get("truncated") == "true") != tight
-            assert all(p.strip().removesuffix(ELLIPSIS) in whole for p in pieces), (pieces, whole)
+            wholes = [assembled_view("\n" + p.text) for p in passages]
+            parts = d.text.strip("\n").split(PART_GAP) if markup == "lean" else [d.text.strip("\n")]
+            pieces = [q for part in parts for q in part.split(GAP)]
+            if markup == "full":
+                assert (d.get("truncated") == "true") != tight
+            assert all(any(q.strip().removesuffix(ELLIPSIS) in w for w in wholes) for q in pieces), (pieces, wholes)
     history = root.find("history")
     messages = [i for i in report.items if i.section == "history" and i.status in ("included", "truncated")]
     if history is not None:
@@ -331,13 +362,13 @@ def check_lean_xml_assembly(tok, items, turns, instructions, question, budget, o
     return True
 
 
-def check_markdown_assembly(tok, items, turns, instructions, question, budget, order) -> bool:
-    """Assemble as Markdown and parse it as CommonMark: our headings and one fence per body."""
+def check_markdown_assembly(tok, items, turns, instructions, question, budget, order, markup="full") -> bool:
+    """Assemble as Markdown (in ``markup``) and parse it as CommonMark: our headings and one fence per body."""
     from markdown_it import MarkdownIt
 
     try:
         prompt, report = assemble(_sections(items, turns, instructions, question), budget, format="markdown",
-                                  evidence_order=order)
+                                  evidence_order=order, markup=markup)
     except BudgetError:
         return False
     assert tok.count(prompt) == report.tokens <= budget
@@ -350,7 +381,10 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
     # (a section each, an item or message each) and one fence per body.
     assert len(h2) == len(shown)
     kept = [i for i in report.items if i.status in ("included", "truncated")]
-    assert len(kept) <= len(h3) <= len(kept) + 1  # + a summary of older turns
+    headed = len(kept)  # one heading an item or message; in lean, an element (one or more evidence items)
+    if markup == "lean":
+        headed = sum(i.section != "evidence" for i in kept) + len(report.citations)
+    assert headed <= len(h3) <= headed + 1  # + a summary of older turns
     # Our own instructions are prose (fenced only when a line would read as Markdown structure);
     # every other body (the question, untrusted text) is fenced.
     prose = ("key_instructions", "system", "task", "reminder")
@@ -369,9 +403,9 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
 
 class TestAssemblerFuzz:
     @fast(70)
-    @given(data=assembly_inputs())
-    def test_xml_prompt_is_exactly_our_sections(self, cl100k, data):
-        if not check_xml_assembly(cl100k, *data):
+    @given(data=assembly_inputs(), markup=st.sampled_from(["full", "lean"]))
+    def test_xml_prompt_is_exactly_our_sections(self, cl100k, data, markup):
+        if not check_xml_assembly(cl100k, *data, markup=markup):
             event("pinned sections over the budget")
 
     @fast(50)
@@ -381,9 +415,9 @@ class TestAssemblerFuzz:
             event("pinned sections over the budget")
 
     @fast(50)
-    @given(data=assembly_inputs())
-    def test_markdown_fences_hold_every_body(self, cl100k, data):
-        if not check_markdown_assembly(cl100k, *data):
+    @given(data=assembly_inputs(), markup=st.sampled_from(["full", "lean"]))
+    def test_markdown_fences_hold_every_body(self, cl100k, data, markup):
+        if not check_markdown_assembly(cl100k, *data, markup=markup):
             event("pinned sections over the budget")
 
     @fast(150)

@@ -136,9 +136,10 @@ class AssemblyOptions(Settings):
         default="auto", description="XML: how untrusted text is kept from breaking the structure: 'entities' "
         "(&lt; and &amp;), 'cdata' (verbatim in CDATA sections), 'auto' (CDATA for text holding < or & where no < looks like markup)")
     markup: Literal["full", "lean"] = Field(
-        default="full", description="evidence markup: 'full' (each passage its own element: chunk id, source, "
-        "title, page, score); 'lean' (a short citation id, the source once per run of one document's passages, "
-        "which share one element; no score; report.citations maps each id to its chunks)")
+        default="lean", description="evidence markup: 'lean', the default (a short citation id, the source once "
+        "per run of one document's passages, which share one element; no score; report.citations maps each id "
+        "to its chunks); 'full' (each passage its own element: chunk id, source, title, page, score; the "
+        "default before lean)")
     show_scores: bool | None = Field(default=None, description="the retrieval score on evidence tags (default: "
                                      "with markup='full', not with 'lean')")
     keep_text: bool = False

@@ -33,3 +33,17 @@ def _sections(items, question="What does FAISS do?", **extra) -> list[Section]:
 
 def _wrapped(prompt: str) -> ET.Element:
     return ET.fromstring(f"<prompt>{prompt}</prompt>")
+
+
+def _shown(prompt: str, report, section: str = "evidence") -> list[list[str]]:
+    """The chunk ids each element of an evidence section shows, in prompt order, in either markup: an
+    element's id in full markup, what ``report.citations`` maps its citation id to in lean."""
+    return [report.citations[d.get("id")] if report.markup == "lean" else [d.get("id")]
+            for d in _wrapped(prompt).find(section)]
+
+
+def _element(prompt: str, report, chunk_id: str, section: str = "evidence") -> ET.Element:
+    """The element of an evidence section that shows chunk ``chunk_id``, in either markup."""
+    (element,) = [d for d, ids in zip(_wrapped(prompt).find(section), _shown(prompt, report, section))
+                  if chunk_id in ids]
+    return element

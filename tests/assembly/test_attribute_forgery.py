@@ -53,11 +53,16 @@ def _item(tmp_path: Path) -> EvidenceItem:
     return EvidenceItem.from_scored_chunk(ScoredChunk(chunk, 0.31))
 
 
-def test_the_xml_tag_shows_contextkits_source_not_the_records(tmp_path: Path) -> None:
-    prompt, _ = assemble(_sections([_item(tmp_path)]), 2_000)
+@pytest.mark.parametrize("markup", ["full", "lean"])
+def test_the_xml_tag_shows_contextkits_source_not_the_records(tmp_path: Path, markup: str) -> None:
+    prompt, report = assemble(_sections([_item(tmp_path)]), 2_000, markup=markup)
     (tag,) = re.findall(r"<document\s[^>]*>", prompt)
     attrs = dict(re.findall(r'(\w+)="([^"]*)"', tag))
-    assert attrs == {"id": "data.jsonl#policy::0", "source": "data.jsonl:1", "score": "0.3100"}
+    if markup == "full":
+        assert attrs == {"id": "data.jsonl#policy::0", "source": "data.jsonl:1", "score": "0.3100"}
+    else:  # a citation id that maps to the chunk; the same source; no score
+        assert attrs == {"id": "1", "source": "data.jsonl:1"}
+        assert report.citations == {"1": ["data.jsonl#policy::0"]}
     assert "trusted.example" not in prompt
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assembly.assembly_samples import SENTENCES, _items, _sections, _text, _wrapped
+from assembly.assembly_samples import SENTENCES, _element, _items, _sections, _shown, _text, _wrapped
 from contextkit import AssemblerConfig
 from contextkit.assembly import (
     AssemblyOptions,
@@ -37,11 +37,12 @@ class TestAssemble:
         assert tail == ("<question>\nWhat does FAISS do?\n</question>\n"
                         "<reminder>\nAnswer only from the evidence.\n</reminder>\n")
 
-    def test_evidence_order_in_the_prompt(self):
-        prompt, _ = assemble(_sections(_items(7)), 20_000, fill="budget")  # scores fall with the index
-        ids = [d.get("id") for d in _wrapped(prompt).find("evidence")]
-        assert ids == ["doc0", "doc2", "doc4", "doc6", "doc5", "doc3", "doc1"]
-        by_doc, _ = assemble(_sections(_items(7)), 20_000, evidence_order="document", fill="budget")
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_evidence_order_in_the_prompt(self, markup):
+        prompt, report = assemble(_sections(_items(7)), 20_000, fill="budget", markup=markup)  # scores fall
+        ids = _shown(prompt, report)
+        assert ids == [["doc0"], ["doc2"], ["doc4"], ["doc6"], ["doc5"], ["doc3"], ["doc1"]]
+        by_doc, _ = assemble(_sections(_items(7)), 20_000, evidence_order="document", fill="budget", markup=markup)
         assert [d.get("source") for d in _wrapped(by_doc).find("evidence")] == [f"src/{i}.md" for i in range(7)]
 
     def test_no_restatement_when_asked(self):
@@ -53,14 +54,19 @@ class TestAssemble:
         with pytest.raises(BudgetError, match=r"over by [\d,]+"):
             assemble([big, Section("evidence", role="evidence", items=_items(3))], 300)
 
-    def test_truncation_at_a_sentence_end_before_dropping(self):
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_truncation_at_a_sentence_end_before_dropping(self, markup):
         items = _items(3, size=40)
-        prompt, report = assemble(_sections(items), 500)
+        prompt, report = assemble(_sections(items), 500, markup=markup)
         cut = [i for i in report.items if i.status == "truncated"]
         assert len(cut) == 1 and cut[0].reason == "budget"
-        body = _wrapped(prompt).find(f"evidence/document[@id='{cut[0].id}']").text.strip()
+        element = _element(prompt, report, cut[0].id)
+        body = element.text.strip()
         assert body.endswith(").") and body in items[int(cut[0].id[3:])].text
-        assert _wrapped(prompt).find(f"evidence/document[@id='{cut[0].id}']").get("truncated") == "true"
+        if markup == "full":
+            assert element.get("id") == cut[0].id and element.get("truncated") == "true"
+        else:  # lean markup has no truncated flag: the element is the cut item's alone
+            assert element.get("truncated") is None and report.citations[element.get("id")] == [cut[0].id]
 
     def test_lowest_priority_section_gives_way_first(self):
         notes = Section("notes", role="domain_knowledge", content=_text(7, 60), priority=80)
@@ -100,10 +106,11 @@ class TestAssemble:
         head = first[: first.index("<evidence>")]
         assert more.startswith(head)
 
-    def test_ties_break_on_id(self):
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_ties_break_on_id(self, markup):
         tied = [EvidenceItem(id=f"t{i}", text=_text(i, 3), score=0.5) for i in (3, 1, 2)]
-        prompt, _ = assemble(_sections(tied), 5_000, evidence_order="score")
-        assert [d.get("id") for d in _wrapped(prompt).find("evidence")] == ["t1", "t2", "t3"]
+        prompt, report = assemble(_sections(tied), 5_000, evidence_order="score", markup=markup)
+        assert _shown(prompt, report) == [["t1"], ["t2"], ["t3"]]
 
     def test_history_newest_first_and_oldest_dropped(self):
         turns = [Message("user" if i % 2 == 0 else "assistant", _text(i, 10), id=f"m{i}") for i in range(12)]

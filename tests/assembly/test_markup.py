@@ -60,16 +60,28 @@ class TestTheOption:
         data = a.to_dict()
         b = ContextAssembler.from_dict(data)
         assert (b.config.markup, b.config.show_scores) == ("lean", True) and b.to_dict() == data
-        assert ContextAssembler(2_000).config.markup == "full"
+        assert ContextAssembler(2_000).config.markup == "lean"
+        full = ContextAssembler(2_000, markup="full")
+        assert ContextAssembler.from_dict(full.to_dict()).config.markup == "full"
 
-    def test_full_is_the_default_and_unchanged(self):
+    def test_lean_is_the_default_and_full_is_unchanged(self):
         items = _corpus(2, 2)
         default = assemble(_sections(items), 3_000)
-        assert default.prompt == assemble(_sections(items), 3_000, markup="full").prompt
-        assert default.report.markup == "full" and default.report.citations == {}
-        assert all(i.citation is None for i in default.report.items)
-        assert all("score" in d.attrib for d in _documents(default.prompt))
-        no_scores = assemble(_sections(items), 3_000, show_scores=False).prompt
+        assert default.prompt == assemble(_sections(items), 3_000, markup="lean").prompt
+        assert default.report.markup == "lean" and default.report.citations == {
+            "1": ["docs/d0.md::0", "docs/d0.md::1"], "2": ["docs/d1.md::0", "docs/d1.md::1"]}
+        assert [d.attrib for d in _documents(default.prompt)] == [{"id": "1", "source": "docs/d0.md"},
+                                                                  {"id": "2", "source": "docs/d1.md"}]
+        # markup="full" gives the tags it gave when it was the default: each chunk, its id, source and score
+        full = assemble(_sections(items), 3_000, markup="full")
+        assert full.report.markup == "full" and full.report.citations == {}
+        assert all(i.citation is None for i in full.report.items)
+        assert [d.attrib for d in _documents(full.prompt)] == [
+            {"id": "docs/d0.md::0", "source": "docs/d0.md", "score": "1.0000"},
+            {"id": "docs/d0.md::1", "source": "docs/d0.md", "score": "0.9900"},
+            {"id": "docs/d1.md::0", "source": "docs/d1.md", "score": "0.9800"},
+            {"id": "docs/d1.md::1", "source": "docs/d1.md", "score": "0.9700"}]
+        no_scores = assemble(_sections(items), 3_000, markup="full", show_scores=False).prompt
         assert all(set(d.attrib) == {"id", "source"} for d in _documents(no_scores))
 
 

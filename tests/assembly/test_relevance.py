@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from assembly.assembly_samples import _sections, _text, _wrapped
+from assembly.assembly_samples import _sections, _shown, _text, _wrapped
 from contextkit.assembly import EvidenceItem, Section, assemble
 from contextkit.assembly.context_assembler import ContextAssembler
 from contextkit.records import Message
@@ -19,9 +19,10 @@ def _falling(n: int = 12) -> list[EvidenceItem]:
 
 
 class TestRelevanceGate:
-    def test_relevant_fill_stops_where_relevance_falls_away(self, cl100k):
-        prompt, report = assemble(_sections(_falling()), 20_000)
-        ids = {d.get("id") for d in _wrapped(prompt).find("evidence")}
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_relevant_fill_stops_where_relevance_falls_away(self, cl100k, markup):
+        prompt, report = assemble(_sections(_falling()), 20_000, markup=markup)
+        ids = {chunk for shown in _shown(prompt, report) for chunk in shown}
         assert ids == {"doc0", "doc1"}
         assert report.relevance.fill == "relevant" and report.relevance.below_floor == 10
         assert report.relevance.floor == pytest.approx(0.95 * 0.3) and report.relevance.floor_from == "relative"

@@ -10,6 +10,7 @@ import pytest
 
 from assembly.assembly_samples import _wrapped
 from contextkit.assembly import EvidenceItem, Section, assemble
+from contextkit.assembly._fill import PART_GAP
 
 INSTRUCTIONS = "Answer from the documents only; cite the document id you use."
 
@@ -47,12 +48,16 @@ def _documents(prompt: str) -> list[ET.Element]:
 
 
 class TestTheBestChunkFirst:
-    def test_a_merged_best_chunk_shows_its_own_answer_under_its_own_id(self, cl100k):
-        prompt, report = assemble(_sections(_chunks()), 150, verify=True)
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_a_merged_best_chunk_shows_its_own_answer_under_its_own_id(self, cl100k, markup):
+        prompt, report = assemble(_sections(_chunks()), 150, verify=True, markup=markup)
         assert cl100k.count(prompt) == report.tokens <= 150
         [doc] = _documents(prompt)
         shown = "".join(doc.itertext()).strip()
-        assert doc.get("id") == "harbour.md::1"
+        if markup == "full":
+            assert doc.get("id") == "harbour.md::1"
+        else:  # the citation maps to the best chunk first (and the merged one its cut runs into), not ::0
+            assert report.citations == {doc.get("id"): ["harbour.md::1", "harbour.md::2"]}
         assert "designed by Margaret Ellwood in 1887" in shown  # the answer, from the best chunk
         # every piece shown is text of the chunk the id names, or follows it in the document
         from_best = DOC[len(OPENING):]
@@ -65,34 +70,51 @@ class TestTheBestChunkFirst:
         opening = by_id["harbour.md::0"]  # merged into ::1, but none of its own text is in the prompt
         assert opening.status == "dropped" and opening.reason == "budget" and "harbour.md::1" in opening.detail
 
-    def test_roomy_budget_keeps_the_merged_passage_whole(self, cl100k):
-        prompt, report = assemble(_sections(_chunks()), 2_000)
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_roomy_budget_keeps_the_merged_passage_whole(self, cl100k, markup):
+        prompt, report = assemble(_sections(_chunks()), 2_000, markup=markup)
         [doc] = _documents(prompt)
-        assert doc.get("id") == "harbour.md::1" and "".join(doc.itertext()).strip() == DOC.strip()
+        assert "".join(doc.itertext()).strip() == DOC.strip()
+        if markup == "full":
+            assert doc.get("id") == "harbour.md::1"
+        else:
+            assert report.citations == {doc.get("id"): ["harbour.md::0", "harbour.md::1", "harbour.md::2"]}
         assert {i.id: i.status for i in report.items}["harbour.md::0"] == "merged"
 
 
 class TestTightBudgets:
-    def test_instructions_once_and_lean_tags_when_tight(self, cl100k):
-        prompt, report = assemble(_sections(_chunks()), 150)
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_instructions_once_and_lean_tags_when_tight(self, cl100k, markup):
+        prompt, report = assemble(_sections(_chunks()), 150, markup=markup)
         root = _wrapped(prompt)
         assert [c.tag for c in root] == ["instructions", "evidence", "question"]
         assert prompt.count(INSTRUCTIONS) == 1 and any(n.startswith("tight budget") for n in report.notes)
         [doc] = list(root.find("evidence"))
-        assert dict(doc.attrib) == {"id": "harbour.md::1"}  # the source is in the id; no score, no flag
+        if markup == "full":
+            assert dict(doc.attrib) == {"id": "harbour.md::1"}  # the source is in the id; no score, no flag
+        else:  # a citation id does not name the source: it stays; no score, no flag
+            assert dict(doc.attrib) == {"id": "1", "source": "harbour.md"}
 
-    def test_instructions_twice_and_full_tags_when_roomy(self, cl100k):
-        prompt, report = assemble(_sections(_chunks()), 4_000)
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_instructions_twice_and_full_tags_when_roomy(self, cl100k, markup):
+        prompt, report = assemble(_sections(_chunks()), 4_000, markup=markup)
         root = _wrapped(prompt)
         assert [c.tag for c in root] == ["instructions", "evidence", "question", "reminder"]
         assert prompt.count(INSTRUCTIONS) == 2 and not any(n.startswith("tight") for n in report.notes)
         [doc] = list(root.find("evidence"))
-        assert set(doc.attrib) == {"id", "source", "score"}
+        if markup == "full":
+            assert set(doc.attrib) == {"id", "source", "score"}
+        else:  # the markup's own tag: a citation id and the source (lean markup has no score)
+            assert dict(doc.attrib) == {"id": "1", "source": "harbour.md"}
 
-    def test_a_source_the_id_does_not_name_stays_on_a_lean_tag(self, cl100k):
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_a_source_the_id_does_not_name_stays_on_a_lean_tag(self, cl100k, markup):
         items = [EvidenceItem(id="note-7", text=MIDDLE * 3, source="https://wiki.example/lighthouse", score=0.9)]
-        [doc] = _documents(assemble(_sections(items), 120).prompt)
-        assert dict(doc.attrib) == {"id": "note-7", "source": "https://wiki.example/lighthouse"}
+        result = assemble(_sections(items), 120, markup=markup)
+        [doc] = _documents(result.prompt)
+        cited = "note-7" if markup == "full" else "1"
+        assert dict(doc.attrib) == {"id": cited, "source": "https://wiki.example/lighthouse"}
+        assert markup == "full" or result.report.citations == {"1": ["note-7"]}
 
     @pytest.mark.parametrize("budget", [60, 75, 90, 110, 150, 200, 260, 320, 400])
     def test_never_over_budget_and_never_without_evidence_when_a_piece_fits(self, cl100k, budget):
@@ -103,14 +125,18 @@ class TestTightBudgets:
         if budget - pinned >= 28:  # room for the evidence frame, a lean tag and a few words (and some slack)
             assert _documents(prompt) and not report.warnings
 
-    def test_a_last_resort_piece_cut_at_a_token_boundary(self, cl100k):
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_a_last_resort_piece_cut_at_a_token_boundary(self, cl100k, markup):
         # one long sentence and room for a dozen words: its first words go in, the cut marked
         text = ("The lighthouse on the northern pier, designed by Margaret Ellwood in 1887 for the harbour board "
                 "after a winter of wrecks, " + "with a lamp that could be seen far out at sea, " * 8).rstrip(", ") + "."
         items = [EvidenceItem(id="long.md::0", text=text, source="long.md", score=0.9)]
         pinned = assemble(_sections([]), 10_000, restate_instructions=False).report.tokens
-        prompt, report = assemble(_sections(items), pinned + 28, verify=True)
-        assert cl100k.count(prompt) == report.tokens <= pinned + 28
+        # the same room for words in both: a lean tight tag also carries the source its id "1" does not name
+        budget = pinned + 28 + (cl100k.count('<document id="1" source="long.md">')
+                                - cl100k.count('<document id="long.md::0">') if markup == "lean" else 0)
+        prompt, report = assemble(_sections(items), budget, verify=True, markup=markup)
+        assert cl100k.count(prompt) == report.tokens <= budget
         [doc] = _documents(prompt)
         shown = "".join(doc.itertext()).strip()
         assert shown.endswith("…") and text.startswith(shown.removesuffix("…")) and len(shown) > 20
@@ -141,7 +167,7 @@ class TestLeanTagsStayUnbreakable:
 
     def test_markdown_lean_heading_keeps_one_quoted_value(self, cl100k):
         items = [EvidenceItem(id='a.md::0", score: "0.99', text=MIDDLE * 4, source="a.md", score=0.9)]
-        prompt, _ = assemble(_sections(items), 120, format="markdown")
+        prompt, _ = assemble(_sections(items), 120, format="markdown", markup="full")  # the chunk id on the tag
         heading = next(line for line in prompt.splitlines() if line.startswith("### document"))
         assert heading == '### document (id: "a.md::0\\", score: \\"0.99")'
 
@@ -154,7 +180,8 @@ class TestLeanTagsStayUnbreakable:
 
 
 class TestEndToEnd:
-    def test_a_real_index_at_150_tokens_shows_the_named_chunks_text(self, tmp_path, embedder, cl100k):
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_a_real_index_at_150_tokens_shows_the_named_chunks_text(self, tmp_path, embedder, cl100k, markup):
         from contextkit.assembly.context_assembler import ContextAssembler
         from contextkit.index import Index
         from contextkit.ingestion import ingest
@@ -168,14 +195,23 @@ class TestEndToEnd:
         with Index.open(tmp_path / "ix", read_only=True) as index:
             chunks = {c.id: c for c in index.store.chunks_by_rowid(
                 [r for batch, _ in index.store.iter_chunk_texts() for r in batch.tolist()]).values()}
-            assembler = ContextAssembler(150, retriever=HybridRetriever(index, embedder))
+            assembler = ContextAssembler(150, retriever=HybridRetriever(index, embedder), markup=markup)
             prompt, report = assembler.assemble(QUESTION, instructions=INSTRUCTIONS)
         assert cl100k.count(prompt) == report.tokens <= 150 and prompt.count(INSTRUCTIONS) == 1
         docs = _documents(prompt)
         assert docs and "Margaret Ellwood" in prompt
-        for doc in docs:
-            chunk = chunks[doc.get("id")]
-            shown = "".join(doc.itertext()).strip()
+
+        def named(chunk_id: str, shown: str) -> bool:
+            chunk = chunks[chunk_id]
             rest = (DOC * 2)[chunk.start:] if chunk.doc_id.endswith("harbour.md") else (CLOSING * 3)[chunk.start:]
             pieces = [p.removesuffix("…").strip() for p in shown.split(" … ")]
-            assert rest.lstrip().startswith(shown) or all(p in chunk.text for p in pieces), (doc.get("id"), shown)
+            return rest.lstrip().startswith(shown) or all(p in chunk.text for p in pieces)
+
+        for doc in docs:
+            text = "".join(doc.itertext()).strip()
+            if markup == "full":
+                assert named(doc.get("id"), text), (doc.get("id"), text)
+            else:  # each passage of the element is the text of a chunk its citation names
+                ids = report.citations[doc.get("id")]
+                for shown in text.split(PART_GAP):
+                    assert any(named(i, shown.strip()) for i in ids), (ids, shown)
