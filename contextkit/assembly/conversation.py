@@ -397,7 +397,8 @@ class Conversation:
         from contextkit.embedders import DEFAULT_MODEL
 
         name = getattr(self._embedder, "model_name", DEFAULT_MODEL) if self._embedder is not None else DEFAULT_MODEL
-        return DEFAULT_RECALL_MIN_SIMILARITY if name == DEFAULT_MODEL else None
+        same = str(name).rsplit("/", 1)[-1].lower() == DEFAULT_MODEL.rsplit("/", 1)[-1].lower()  # with or without its org
+        return DEFAULT_RECALL_MIN_SIMILARITY if same else None
 
     # ------------------------------------------------------------------ build
     def _build(self, history: list[Turn], asking: str | None, evidence: list[Any] | None,

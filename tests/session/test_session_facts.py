@@ -104,3 +104,16 @@ def test_summarizer_shown_sentences_are_not_repeated() -> None:
 def test_sessions_share_one_loaded_model() -> None:
     one, two = HistorySummarizer(model="default"), HistorySummarizer(model="default")
     assert one.embedder is two.embedder
+
+
+@pytest.mark.parametrize(("model", "floor"), [("default", 0.2), ("all-MiniLM-L6-v2", 0.2),
+                                              ("BAAI/bge-small-en-v1.5", None)])
+def test_the_recall_floor_is_the_default_models_only(model: str, floor: float | None) -> None:
+    """Cosines of another model have another scale (e5's unrelated pairs score 0.7): no floor is guessed for
+    it; an index built with MiniLM under its short name gets MiniLM's."""
+    from contextkit.embedders import Embedder
+
+    session = Session(3_000)
+    session._embedder = Embedder(model)  # what an index's retriever hands a session (nothing is loaded here)
+    assert session._recall_floor() == floor
+    assert Session(3_000, recall_min_similarity=0.4)._recall_floor() == 0.4
