@@ -163,14 +163,14 @@ class SectionFill:
     def group_attributes(self, group: list[_Entry], citation: str, tight: bool | None = None) -> dict[str, str]:
         """Lean markup: the attributes of one element holding ``group`` (passages of one document, in prompt
         order): the short citation id, the source once, the title and the pages when a passage has them,
-        the best score only when :attr:`show_scores` asks; under a tight budget the id and the source alone.
+        the best score only when :attr:`show_scores` asks; under a tight budget the citation id alone.
         No ``truncated`` flag: the report says which passages were cut."""
         attrs = {"id": citation}
+        if self.lean if tight is None else tight:
+            return attrs  # the report's citations name the source: at a few hundred tokens text is worth more
         source = group[0].attrs.get("source")
         if source:
             attrs["source"] = source
-        if self.lean if tight is None else tight:
-            return attrs
         title = next((e.attrs["title"] for e in group if "title" in e.attrs), None)
         if title:
             attrs["title"] = title

@@ -216,8 +216,9 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
     room = limit - (chat_reserve(opts.chat, tok) if opts.chat else 0)
     if _tight(fills, room):
         fills = _lean(fills)
-        notes.append(f"tight budget ({limit:,} tokens): the instructions are stated once and evidence tags "
-                     "carry only their id")
+        tags = ("carry only their citation id" if opts.markup == "lean" else
+                "carry only their id (and a source the id does not name)")
+        notes.append(f"tight budget ({limit:,} tokens): the instructions are stated once and evidence tags {tags}")
     flexible = _spend(fills, room, opts)
     total = settle(fills, flexible, room, tok)
     chat = chat_parts(fills)
