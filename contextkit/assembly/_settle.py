@@ -142,10 +142,13 @@ def grow(f: SectionFill, room: int) -> bool:
     if f.section.messages is not None:
         return False
     cut = next((e for e in f.entries if e.status == ItemStatus.TRUNCATED), None)
-    if cut is not None:
-        return _grown(f, cut, cut.current, f.count(cut.current) + room - 2, True)
-    cut = _next_candidate(f)  # the next item left out for room may fit in part
-    return cut is not None and _grown(f, cut, "", room - f.cut_tag_tokens(cut) - 2, False)
+    if cut is not None and _grown(f, cut, cut.current, f.count(cut.current) + room - 2, True):
+        return True
+    # The next item left out for room may fit in part: also when the cut item shows all it can (a merged
+    # passage cut to its best chunk's own text), or the room stays unused (XQuAD at 300 tokens: 40 a prompt).
+    # Under a tight budget a piece of its best sentence cut at a token boundary is worth the room.
+    nxt = _next_candidate(f)
+    return nxt is not None and _grown(f, nxt, "", room - f.cut_tag_tokens(nxt) - 2, f.lean)
 
 
 def _grown(f: SectionFill, cut: _Entry, before: str, max_tokens: int, last_resort: bool) -> bool:

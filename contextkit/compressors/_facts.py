@@ -228,22 +228,35 @@ def _keys(s: Statement) -> set[str]:
     return set(s.frame) | {v for k, v in s.values if k == "name"}
 
 
+#: The newest statements sharing a (word, kind of value) key that a new statement is compared with.
+#: Why a cap: a history of 10,000 turns that all say "turn N" made 49 million comparisons (190 s);
+#: a fact corrected after more than this many later statements of the same word and kind keeps both.
+CANDIDATES_PER_KEY = 256
+
+
 def _supersede(found: Iterable[Statement]) -> dict[tuple[int, int], int]:
     """(turn, ordinal) of each superseded statement -> the newest turn that supersedes it. Only pairs
     that can match are compared: both carry values, and they share a frame word or a name together with
-    a kind of value (the newer must replace a value of a kind the older has), through an index."""
+    a kind of value (the newer must replace a value of a kind the older has), through an index; a new
+    statement with no cue ("actually", "now") and not about the user's own things can only supersede one
+    that is (:func:`same_fact`), so it looks in the index of those alone; at most
+    :data:`CANDIDATES_PER_KEY` of the newest per key."""
     ordered = sorted((s for s in found if s.values), key=lambda s: (s.turn, s.ordinal))
     by_key: dict[tuple[str, str], list[int]] = {}
+    own_by_key: dict[tuple[str, str], list[int]] = {}
     out: dict[tuple[int, int], int] = {}
     for j, new in enumerate(ordered):
         keys = {(w, kind) for w in _keys(new) for kind, _ in new.values}
         if new.role in SPEAKERS:
-            for i in sorted({i for key in keys for i in by_key.get(key, ())}):
+            index = by_key if new.cue or new.now or new.own else own_by_key
+            for i in sorted({i for key in keys for i in index.get(key, ())[-CANDIDATES_PER_KEY:]}):
                 old = ordered[i]
                 if _later(old, new) and same_fact(old, new):
                     out[(old.turn, old.ordinal)] = max(new.turn, out.get((old.turn, old.ordinal), -1))
         for key in keys:
             by_key.setdefault(key, []).append(j)
+            if new.own:
+                own_by_key.setdefault(key, []).append(j)
     return out
 
 

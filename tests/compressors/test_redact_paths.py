@@ -9,6 +9,8 @@ import re
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from contextkit import ingest
 from contextkit.assembly import EvidenceItem, Section, assemble
 from contextkit.compressors.redact import PIIRedactor
@@ -128,17 +130,22 @@ class TestAssemblyMasksEverythingAroundTheText:
                 Section("history", role="history", messages=history),
                 Section("question", role="question", content="What did carol@example.net decide?")]
 
-    def test_prompt_report_and_audit_log_hold_no_address(self, tmp_path):
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_prompt_report_and_audit_log_hold_no_address(self, tmp_path, markup):
         log = tmp_path / "audit.jsonl"
         redactor = PIIRedactor()
-        result = assemble(self.sections(), 2_000, redactor=redactor, audit_log=log)
+        result = assemble(self.sections(), 2_000, redactor=redactor, audit_log=log, markup=markup)
         prompt, report = result.prompt, result.report
         audit = log.read_text(encoding="utf-8")
         for where in (prompt, report.model_dump_json(), audit):
             assert not any(a in where for a in ADDRESSES), where
         # one placeholder per value across the id and the question: the mask cannot be undone by linking
         ph = redactor.redact("carol@example.net").text
-        assert prompt.count(ph.strip("<>")) == 2, prompt  # in the item's id and in the question
+        if markup == "full":
+            assert prompt.count(ph.strip("<>")) == 2, prompt  # in the item's id and in the question
+        else:  # the tag cites "1"; the report's citations map it to the masked id, with the same placeholder
+            assert prompt.count(ph.strip("<>")) == 1, prompt
+            assert [ph in x for ids in report.citations.values() for x in ids] == [True]
         assert "msg-2" in audit  # ids without personal data are kept as they are
 
     def test_without_a_redactor_nothing_changes(self):

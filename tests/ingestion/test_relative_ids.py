@@ -62,7 +62,7 @@ def test_an_absolute_folder_never_puts_its_path_in_a_prompt(tmp_path: Path):
     found = _cli("search", "green tea", "--index", "my.ck-index", "--json", cwd=work)
     for text in (prompt.stdout, found.stdout, (work / "messages.json").read_text(encoding="utf-8")):
         assert "alice" not in text and str(tmp_path) not in text
-    assert 'id="docs/bread.md::0"' in prompt.stdout
+    assert 'source="docs/bread.md"' in prompt.stdout  # lean markup (the default): a citation id, the source once
     assert {hit["doc_id"] for hit in json.loads(found.stdout)["hits"]} <= {"docs/bread.md", "docs/guide/tea.md"}
 
 
