@@ -50,6 +50,7 @@ dropped line of chit-chat, so the bar stays where the tune split's corrections n
 from __future__ import annotations
 
 import re
+from collections import defaultdict, deque
 from collections.abc import Iterable, MutableMapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -242,21 +243,24 @@ def _supersede(found: Iterable[Statement]) -> dict[tuple[int, int], int]:
     that is (:func:`same_fact`), so it looks in the index of those alone; at most
     :data:`CANDIDATES_PER_KEY` of the newest per key."""
     ordered = sorted((s for s in found if s.values), key=lambda s: (s.turn, s.ordinal))
-    by_key: dict[tuple[str, str], list[int]] = {}
-    own_by_key: dict[tuple[str, str], list[int]] = {}
+    def newest() -> deque[int]:
+        return deque(maxlen=CANDIDATES_PER_KEY)
+
+    by_key: defaultdict[tuple[str, str], deque[int]] = defaultdict(newest)
+    own_by_key: defaultdict[tuple[str, str], deque[int]] = defaultdict(newest)
     out: dict[tuple[int, int], int] = {}
     for j, new in enumerate(ordered):
         keys = {(w, kind) for w in _keys(new) for kind, _ in new.values}
         if new.role in SPEAKERS:
             index = by_key if new.cue or new.now or new.own else own_by_key
-            for i in sorted({i for key in keys for i in index.get(key, ())[-CANDIDATES_PER_KEY:]}):
+            for i in sorted({i for key in keys if key in index for i in index[key]}):
                 old = ordered[i]
                 if _later(old, new) and same_fact(old, new):
                     out[(old.turn, old.ordinal)] = max(new.turn, out.get((old.turn, old.ordinal), -1))
         for key in keys:
-            by_key.setdefault(key, []).append(j)
+            by_key[key].append(j)
             if new.own:
-                own_by_key.setdefault(key, []).append(j)
+                own_by_key[key].append(j)
     return out
 
 
