@@ -43,6 +43,26 @@ __all__ = ["AssemblerConfig", "ContextAssembler", "HistoryFileError", "load_hist
 _CHAT_ROLES = frozenset({"user", "assistant", "system", "developer", "tool"})
 
 
+def _gated(config: AssemblerConfig) -> bool:
+    """Whether evidence stops at the relevance floor (``fill="relevant"`` without a ``min_score``)."""
+    return config.fill == "relevant" and config.min_score is None
+
+
+def _relevance_cap(items: list[EvidenceItem], max_tokens: int) -> tuple[list[EvidenceItem], int]:
+    """The retrieved passages, best first, while their texts total at most ``max_tokens`` (the first always);
+    and how many were left.
+
+    Why: the relevance floor is relative to the best passage, so on a broad question dozens pass it and a
+    large window took them all (python3-doc: 5-7k tokens of evidence under the gpt-4o profile where a 5,000
+    budget sent about 4,300, with the same answers). What a question gets no longer grows with the window."""
+    total = 0
+    for n, item in enumerate(items):
+        total += item.token_count if item.token_count is not None else len(item.text) // 4
+        if total > max_tokens and n:
+            return items[:n], len(items) - n
+    return items, 0
+
+
 def _chat_roles_only(history: list[Any]) -> bool:
     """Whether every turn has a role a provider takes: a history role is free text ("narrator", a name),
     which only the fit layout (turns as marked-up text) can carry."""
@@ -78,7 +98,12 @@ class AssemblerConfig(AssemblyOptions):
         "previous one plus the new turns, condensing the oldest turns in blocks only past a high-water mark, so a "
         "provider's prompt cache serves most of each call (see contextkit.assembly.conversation); 'fit' refits the "
         "recent turns to each call (the evidence first, then as many turns as fit)")
-    k: int | None = Field(default=None, gt=0, description="chunks to retrieve; default: enough to fill the budget")
+    k: int | None = Field(default=None, gt=0, description="chunks to retrieve; default: enough to fill the budget "
+                          "(with fill='relevant', at most relevant_max_tokens of them)")
+    relevant_max_tokens: int | None = Field(
+        default=5_000, gt=0, description="fill='relevant' with the default k: the retrieved passages are taken best "
+        "first while their texts total at most this many tokens, whatever the budget (a large window is a cap, "
+        "not a target); None: no cap. An explicit k, fill='budget' or min_score leave it out")
     redact: bool = Field(default=False, description="mask PII in evidence, history and question (PIIRedactor)")
     evidence_min_share: float | None = Field(
         default=None, ge=0.0, le=1.0, description="share of the budget kept for evidence (history and other "
@@ -174,7 +199,8 @@ class ContextAssembler(Component):
 
             config = config.model_copy(update={"min_similarity": index_min_similarity(
                 retriever.index if retriever is not None else None)})
-        items, anchor, compression = self._evidence(items, retriever, query, k or config.k, filters, budget, config)
+        items, anchor, compression, notes = self._evidence(items, retriever, query, k or config.k, filters, budget,
+                                                           config)
         if items or retriever is not None or evidence is not None:
             parts.append(Section("evidence", role="evidence", items=items, min_share=config.evidence_min_share,
                                  relevance_anchor=anchor))
@@ -188,6 +214,7 @@ class ContextAssembler(Component):
         parts += list(sections or [])
         result = assemble(parts, budget, options=config, **self._helpers(config, bool(history)))
         result.report.compression[:0] = compression
+        result.report.notes.extend(notes)
         return result
 
     def _stable(self, query: str | None, texts: dict[str, str | None], history: list[Any],
@@ -245,19 +272,26 @@ class ContextAssembler(Component):
 
     def _evidence(self, items: list[EvidenceItem], retriever: Retriever | None, query: str | None, k: int | None,
                   filters: Filters | None, budget: int | str | ModelProfile,
-                  config: AssemblerConfig) -> tuple[list[EvidenceItem], float | None, list[CompressionReport]]:
+                  config: AssemblerConfig
+                  ) -> tuple[list[EvidenceItem], float | None, list[CompressionReport], list[str]]:
         """The given items plus what the retriever finds for ``query``, pruned when ``compress_evidence``
-        is set; the relevance anchor (see :meth:`_retrieve`); and the compressor's report (in a list: none
-        when nothing was pruned)."""
-        anchor = None
+        is set; the relevance anchor (see :meth:`_retrieve`); the compressor's report (in a list: none
+        when nothing was pruned); and notes for the report."""
+        anchor, notes = None, []
         if retriever is not None and query:
             found, anchor = self._retrieve(retriever, query, k, filters, budget, config)
+            if k is None and _gated(config) and config.relevant_max_tokens is not None:
+                found, left = _relevance_cap(found, config.relevant_max_tokens)
+                if left:
+                    notes.append(f"{left} retrieved passages past relevant_max_tokens ({config.relevant_max_tokens:,} "
+                                 "tokens of text, best first) were not taken; relevant_max_tokens=None lifts the "
+                                 "cap, fill='budget' fills the budget")
             items = items + found
         compression = []
         if items and query and config.compress_evidence:
             items, pruned = self._compressor(retriever).compress(items, query, target_ratio=config.compress_evidence)
             compression.append(pruned)
-        return items, anchor, compression
+        return items, anchor, compression, notes
 
     def _helpers(self, config: AssemblerConfig, has_history: bool) -> dict[str, Any]:
         """The summarizer and the redactor that :func:`assemble` should use for this prompt."""
@@ -301,7 +335,7 @@ class ContextAssembler(Component):
         from contextkit.assembly.relevance import ANCHOR_RANK
 
         index = retriever.index
-        gated = config.fill == "relevant" and config.min_score is None
+        gated = _gated(config)
         max_k = getattr(retriever, "max_k", MAX_K)
         if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
             from contextkit.assembly.budget import resolve_budget
@@ -311,6 +345,8 @@ class ContextAssembler(Component):
             k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size), max_k))
             if gated:  # nothing below the anchor rank passes the floor: in the hybrid, the top of either run
                 k = min(k, 2 * ANCHOR_RANK)
+                if config.relevant_max_tokens is not None:  # nor, past the cap, anything at all
+                    k = min(k, max(10, math.ceil(1.5 * config.relevant_max_tokens / size)))
         wide = max(k, min(ANCHOR_RANK, max_k)) if gated else k
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
         hits = retriever.retrieve(query, wide, filters)
