@@ -8,6 +8,7 @@ index=...).assemble(question)`` with the defaults; printed: evidence tokens, whe
 is in the prompt, and each budget's evidence as a ratio of the 5,000 budget's.
 
     python bench/bench_gate_budgets.py --index PYDOC.ck-index [--modes hybrid,dense,bm25] [--json FILE]
+        [--relevant-max-tokens N]   (0: no cap, the assembler before it had one)
 
 The index: ``apt-get install python3-doc`` then ``contextkit ingest /usr/share/doc/python3-doc/html
 --index pydoc.ck-index`` (the whole folder: a few hours on 2 cores), or any subset of its pages.
@@ -31,7 +32,7 @@ QUESTIONS = REPO / "data" / "python_doc_questions.json"
 BUDGETS: list[int | str] = [2_000, 5_000, 20_000, "gpt-4o", "gemini-1.5-pro"]
 
 
-def measure(index_path: Path, modes: list[str]) -> list[dict[str, Any]]:
+def measure(index_path: Path, modes: list[str], cap: int | None = 5_000) -> list[dict[str, Any]]:
     from contextkit.assembly.context_assembler import ContextAssembler
     from contextkit.index import Index
 
@@ -39,7 +40,7 @@ def measure(index_path: Path, modes: list[str]) -> list[dict[str, Any]]:
     rows = []
     with Index.open(index_path, read_only=True) as index:
         for mode in modes:
-            assemblers = {b: ContextAssembler(b, index=index, mode=mode) for b in BUDGETS}
+            assemblers = {b: ContextAssembler(b, index=index, mode=mode, relevant_max_tokens=cap) for b in BUDGETS}
             for q in questions:
                 row: dict[str, Any] = {"mode": mode, "question": q["question"], "budgets": {}}
                 for budget, assembler in assemblers.items():
@@ -85,10 +86,12 @@ def main() -> None:
     p.add_argument("--index", type=Path, required=True, help="an index of Python's HTML docs (see the docstring)")
     p.add_argument("--modes", default="hybrid,dense,bm25")
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--relevant-max-tokens", type=int, default=5_000,
+                   help="the assembler's relevant_max_tokens (default %(default)s, its default); 0: no cap")
     args = p.parse_args()
     if not (args.index / "manifest.json").is_file() and not str(args.index).startswith("postgresql"):
         sys.exit(f"{args.index}: not an index (see: python bench/bench_gate_budgets.py --help)")
-    rows = measure(args.index, args.modes.split(","))
+    rows = measure(args.index, args.modes.split(","), args.relevant_max_tokens or None)
     summary(rows)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1), encoding="utf-8")

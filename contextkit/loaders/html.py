@@ -71,7 +71,7 @@ class HtmlRules:
     drop_classes: frozenset[str] = field(default_factory=lambda: _words(
         "sphinxsidebar sphinxsidebarwrapper related footer headerlink sidebar navbar breadcrumb breadcrumbs "
         "skip-link skiplink mobile-nav site-header site-footer wy-nav-side rst-footer-buttons md-sidebar "
-        "md-header md-footer"))
+        "md-header md-footer toctree-wrapper"))
     drop_ids: frozenset[str] = field(default_factory=lambda: _words("sidebar navigation footer header"))
     permalinks: frozenset[str] = field(default_factory=lambda: frozenset({"¶", "§", "#", "🔗", "⚓", "⚓︎"}))
     whole_page: bool = False

@@ -71,6 +71,21 @@ def test_a_sphinx_page_keeps_its_body_only(tmp_path: Path) -> None:
     assert doc.metadata["title"].startswith("functools")
 
 
+def test_a_table_of_contents_inside_the_body_is_navigation_too(tmp_path: Path) -> None:
+    """Sphinx writes a page's ``toctree`` (links to other pages) inside its main content: Python's
+    ``contents.html`` is nothing else, 608 chunks (2.9%) of the whole html folder, and ``library/index.html``
+    and 45 other pages open with one. Its lines are headings of other pages: a search for any of them
+    found the list, not the page."""
+    page = SPHINX.replace("<p>The <code>functools</code>", """<div class="toctree-wrapper compound"><ul>
+      <li class="toctree-l1"><a class="reference internal" href="itertools.html">itertools — Functions creating
+      iterators for efficient looping</a></li><li class="toctree-l1"><a href="operator.html">operator — Standard
+      operators as functions</a></li></ul></div>
+      <p>The <code>functools</code>""")
+    doc = _load(tmp_path, page)
+    assert "itertools" not in doc.text and "operator" not in doc.text
+    assert "The functools module is for higher-order functions" in doc.text
+
+
 def test_main_drops_the_site_around_it_and_an_articles_header_stays(tmp_path: Path) -> None:
     page = """<html><body><header class="site"><a href="/">Acme Docs</a> <input placeholder="Search"></header>
     <nav><a href="/a">Guide</a> <a href="/b">API</a></nav>
