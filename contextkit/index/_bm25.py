@@ -41,7 +41,7 @@ from contextkit.index._bm25_postings import (
     merged,
     segment_from_tokens,
 )
-from contextkit.index._checksums import FileSum
+from contextkit.index._checksums import FileSum, npy_load
 from contextkit.index._disk import fsync_dir
 from contextkit.index._safe_files import require_folder, require_regular
 
@@ -288,7 +288,7 @@ class BM25Index:
         index = cls(BM25Config.stored(meta["config"]))
         index.generation = int(meta["generation"])
         _check_headers(folder)
-        index.rowids = np.load(folder / "rowids.npy", allow_pickle=False)
+        index.rowids = npy_load(folder / "rowids.npy")
         if index.rowids.ndim != 1 or index.rowids.dtype != np.int64:
             raise ValueError(f"rowids.npy: {index.rowids.dtype} of shape {index.rowids.shape}, not int64 rowids")
         if len(index.rowids):

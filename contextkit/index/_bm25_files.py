@@ -32,7 +32,7 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from contextkit.index._bm25_postings import Postings, Segment, Stored
-from contextkit.index._checksums import FileSum, file_sum, npy_header
+from contextkit.index._checksums import FileSum, file_sum, npy_header, npy_load
 from contextkit.index._safe_files import opened, read_capped
 
 __all__ = ["FORMAT", "META_LIMIT", "PostingsMeta", "read_meta", "read_postings", "segment_names", "write_postings"]
@@ -243,4 +243,4 @@ def _load(path: Path, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
     if found is None or found != (dtype, shape):
         raise ValueError(f"{path.name}: not a plain .npy of {dtype} {shape} (found {found})")
     with opened(path) as fh:
-        return np.load(fh, allow_pickle=False)
+        return npy_load(fh)

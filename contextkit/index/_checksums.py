@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, Field
 
 from contextkit.index._safe_files import not_regular, opened
 
 __all__ = ["FULL_CHECK_ON_OPEN", "SAMPLE_BYTES", "FileSum", "check_file", "faiss_header_count", "file_sum",
-           "npy_header", "npy_shape", "sqlite_header_problem"]
+           "npy_header", "npy_load", "npy_shape", "sqlite_header_problem"]
 
 #: Bytes read from each end of a file for its sample hash.
 SAMPLE_BYTES = 1 << 20
@@ -149,6 +151,21 @@ def faiss_header_count(path: Path) -> int | None:
     return int.from_bytes(head[8:16], "little", signed=True)
 
 
+#: Held while a ``.npy`` header is parsed (by :func:`npy_header` or ``np.load``): numpy parses it with
+#: ``ast.literal_eval``, and on CPython 3.11 two threads building ASTs at once can fail with ``SystemError:
+#: AST constructor recursion depth mismatch`` (python/cpython#106905): four threads' first searches of one
+#: index, each loading its BM25 files, did (CI, ``test_aretrieve_from_several_threads_at_once``).
+NPY_READ_LOCK = threading.RLock()
+
+
+def npy_load(source: Any, **kwargs: Any) -> Any:
+    """``np.load(source, allow_pickle=False, **kwargs)`` under :data:`NPY_READ_LOCK`."""
+    import numpy as np
+
+    with NPY_READ_LOCK:
+        return np.load(source, allow_pickle=False, **kwargs)
+
+
 def npy_header(path: Path) -> tuple[str, tuple[int, ...]] | None:
     """``(dtype string, shape)`` from a ``.npy`` file's header, read without loading it (None: not a plain
     ``.npy``, Fortran order, or a size the file does not hold).
@@ -163,7 +180,8 @@ def npy_header(path: Path) -> tuple[str, tuple[int, ...]] | None:
             size = os.fstat(fh.fileno()).st_size
             version = npy.read_magic(fh)
             reader = npy.read_array_header_1_0 if version == (1, 0) else npy.read_array_header_2_0
-            shape, fortran, dtype = reader(fh, max_header_size=10000)
+            with NPY_READ_LOCK:
+                shape, fortran, dtype = reader(fh, max_header_size=10000)
             offset = fh.tell()
     except (OSError, ValueError, SyntaxError, TypeError):
         return None

@@ -44,6 +44,7 @@ from typing import Any, cast
 import numpy as np
 
 from contextkit.core.errors import IndexCorruptError
+from contextkit.index._checksums import npy_load
 from contextkit.index._safe_files import opened, require_regular
 
 __all__ = ["DELTA_FILES", "DELTA_MAX", "DELTA_SHARE", "EXACT_FILTER_MAX", "EXACT_FILTER_SHARE", "IVFPQ_FILES",
@@ -357,7 +358,7 @@ def load_delta(built: RefinedIVFPQ, folder: Path, paths: dict[str, Path] | None 
     ``paths``: where each of those files is (a generation names its own); by default in ``folder``."""
     for name in DELTA_FILES:
         require_regular((paths or {}).get(name, folder / name))
-    vectors, ids, deleted = (np.load((paths or {}).get(name, folder / name), allow_pickle=False)
+    vectors, ids, deleted = (npy_load((paths or {}).get(name, folder / name))
                              for name in DELTA_FILES)
     if vectors.ndim != 2 or vectors.shape != (len(ids), built.d) or ids.ndim != 1 or deleted.ndim != 1:
         raise ValueError(f"{DELTA_FILES[0]} {vectors.shape}, {DELTA_FILES[1]} {ids.shape}, {DELTA_FILES[2]} "
@@ -399,8 +400,8 @@ def open_ivfpq(folder: Path, nprobe: int, refine: int, paths: dict[str, Path] | 
     for name in IVFPQ_FILES:  # numpy maps them by name: links and FIFOs refused first
         require_regular(where.get(name, folder / name))
     ivf = read_faiss(where.get("vectors.faiss", folder / "vectors.faiss"), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-    raw = np.load(where.get(IVFPQ_FILES[0], folder / IVFPQ_FILES[0]), mmap_mode="r", allow_pickle=False)
-    ids = np.load(where.get(IVFPQ_FILES[1], folder / IVFPQ_FILES[1]), mmap_mode="r", allow_pickle=False)
+    raw = npy_load(where.get(IVFPQ_FILES[0], folder / IVFPQ_FILES[0]), mmap_mode="r")
+    ids = npy_load(where.get(IVFPQ_FILES[1], folder / IVFPQ_FILES[1]), mmap_mode="r")
     found = RefinedIVFPQ(faiss.downcast_index(ivf), raw, ids, nprobe, refine)
     found._owner = ivf  # the downcast view does not own the C++ index: keep its owner alive
     found.source = where.get("vectors.faiss", folder / "vectors.faiss")
@@ -464,7 +465,7 @@ def build_ivfpq(batches: Iterable[tuple[np.ndarray, np.ndarray]], n: int, dim: i
         ids_all = np.concatenate(ids_parts) if ids_parts else np.zeros(0, np.int64)
         if len(ids_all) > 1 and not np.all(ids_all[1:] > ids_all[:-1]):
             raise RuntimeError("rowids must come in ascending order")
-        raw = np.load(tmp, mmap_mode="r", allow_pickle=False)
+        raw = npy_load(tmp, mmap_mode="r")
     except BaseException:
         os.unlink(tmp)
         raise

@@ -24,7 +24,7 @@ import numpy as np
 from contextkit.core.errors import IndexCorruptError, IndexFolderError, IndexMismatchError
 from contextkit.index._bm25 import BM25Index
 from contextkit.index._bm25_sync import saved_bm25
-from contextkit.index._checksums import npy_shape
+from contextkit.index._checksums import npy_load, npy_shape
 from contextkit.index._generations import Lease, lease_current, writer_active
 from contextkit.index._manifest import FORMAT_VERSION, IndexManifest, describe_invalid
 from contextkit.index._store import RecordStore
@@ -80,6 +80,7 @@ class Snapshot:
         self.stamp = stamp
         self.pins = 0  # queries running on it now
         self._rowids: np.ndarray | None = None
+        self._loading = threading.Lock()
 
     @property
     def generation(self) -> int:
@@ -92,7 +93,7 @@ class Snapshot:
             if npy_shape(path, "<i8") is None:
                 raise IndexCorruptError(f"{path}: not the rowids of this generation's chunks; `contextkit repair "
                                         f"--index {folder}` rebuilds it", file=self.manifest.file("bm25/rowids.npy"))
-            self._rowids = np.sort(np.load(path, allow_pickle=False))
+            self._rowids = np.sort(npy_load(path))
         return self._rowids
 
     def pin_rowids(self, rowids: np.ndarray) -> None:
@@ -103,7 +104,9 @@ class Snapshot:
         """This generation's BM25 from its own folder (None when it cannot be read, or was saved for another
         generation or other BM25 settings)."""
         if self.bm25 is None:
-            self.bm25 = saved_bm25(folder, self.manifest)
+            with self._loading:  # threads whose first search this is wait for one load, not load it each
+                if self.bm25 is None:
+                    self.bm25 = saved_bm25(folder, self.manifest)
         return self.bm25
 
     def close(self) -> None:

@@ -29,6 +29,7 @@ from contextkit.index._checksums import (
     check_file,
     faiss_header_count,
     file_sum,
+    npy_load,
 )
 from contextkit.index._disk import fsync_dir, write_reason
 from contextkit.index._faiss_kinds import (
@@ -248,7 +249,7 @@ class VectorFiles:
                 return load_delta(built, self.path, paths) if all(name in sums for name in DELTA_FILES) else built
             index = read_faiss(file)  # a regular file only, no array larger than the file
             if DELTA_FILES[2] in sums:  # hnsw: rowids skipped since its build
-                return SkippingIndex(index, np.load(paths[DELTA_FILES[2]], allow_pickle=False))
+                return SkippingIndex(index, npy_load(paths[DELTA_FILES[2]]))
             return index
         except (RuntimeError, ValueError, OSError) as exc:
             raise IndexCorruptError(f"{file}: unreadable by FAISS ({write_reason(exc)}); "

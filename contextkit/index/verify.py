@@ -73,7 +73,7 @@ from contextkit.core.errors import IndexFolderError
 from contextkit.index._bm25 import BM25Index
 from contextkit.index._bm25_check import bm25_differs
 from contextkit.index._bm25_files import read_meta
-from contextkit.index._checksums import check_file, sqlite_header_problem
+from contextkit.index._checksums import check_file, npy_load, sqlite_header_problem
 from contextkit.index._disk import LEFTOVERS
 from contextkit.index._faiss_kinds import DELTA_FILES, read_faiss, structure_problem
 from contextkit.index._generations import irregular_files, lease_current, read_manifest_bytes, writer_active
@@ -528,7 +528,7 @@ def _load_checked(folder: Path, name: str, manifest, full: bool, report: VerifyR
     problem = check_file(folder / manifest.file(name), manifest.checksums[name], full)
     if not problem:
         try:
-            return np.load(folder / manifest.file(name), mmap_mode="r" if mmap else None, allow_pickle=False)
+            return npy_load(folder / manifest.file(name), mmap_mode="r" if mmap else None)
         except (OSError, ValueError) as exc:
             problem = f"unreadable by numpy: {exc}"
     report.add(name, "missing" if problem == "missing" else "corrupt", problem, repairable=True)
