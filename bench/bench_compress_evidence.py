@@ -172,12 +172,12 @@ def load_xquad(path: Path, embedder: Any, limit: int | None = None, exclude: fro
         vec = embedder.embed(paras)
         sims = vec @ vec.T
         for k, para in enumerate(article["paragraphs"]):
+            if para["context"] in exclude:
+                continue
             near = sorted((j for j in range(len(paras)) if j != k), key=lambda j: (-float(sims[k, j]), j))[:2]
             docs = sorted([k, *near])
             items = [EvidenceItem(id=f"{a}:{j}", text=paras[j], source="xquad", doc_id=f"{a}:{j}") for j in docs]
             spans = split_sentences(paras[k])
-            if para["context"] in exclude:
-                continue
             for qa in para["qas"]:
                 if not qa.get("answers"):
                     continue

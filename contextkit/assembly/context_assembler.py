@@ -279,13 +279,11 @@ class ContextAssembler(Component):
         when nothing was pruned); and notes for the report."""
         anchor, notes = None, []
         if retriever is not None and query:
-            found, anchor = self._retrieve(retriever, query, k, filters, budget, config)
-            if k is None and _gated(config) and config.relevant_max_tokens is not None:
-                found, left = _relevance_cap(found, config.relevant_max_tokens)
-                if left:
-                    notes.append(f"{left} retrieved passages past relevant_max_tokens ({config.relevant_max_tokens:,} "
-                                 "tokens of text, best first) were not taken; relevant_max_tokens=None lifts the "
-                                 "cap, fill='budget' fills the budget")
+            found, anchor, left = self._retrieve(retriever, query, k, filters, budget, config)
+            if left:
+                notes.append(f"{left} retrieved passages past relevant_max_tokens ({config.relevant_max_tokens:,} "
+                             "tokens of text, best first) were not taken; relevant_max_tokens=None lifts the "
+                             "cap, fill='budget' fills the budget")
             items = items + found
         compression = []
         if items and query and config.compress_evidence:
@@ -327,15 +325,19 @@ class ContextAssembler(Component):
         return self._extractive
 
     def _retrieve(self, retriever: Retriever, query: str, k: int | None, filters: Filters | None,
-                  budget: int | str | ModelProfile, config: AssemblerConfig) -> tuple[list[EvidenceItem], float | None]:
-        """The retriever's top ``k`` (by default as many as could fill the budget) and, for
+                  budget: int | str | ModelProfile, config: AssemblerConfig
+                  ) -> tuple[list[EvidenceItem], float | None, int]:
+        """The retriever's top ``k`` (by default as many as could fill the budget, and with
+        ``fill="relevant"`` no more than ``relevant_max_tokens`` of text: :func:`_relevance_cap`); for
         ``fill="relevant"``, the relevance anchor: the score at rank :data:`ANCHOR_RANK`, from a search of
         at least that many whatever ``k`` is, so the floor does not move with the budget (None when the
-        index or the filters leave fewer chunks: the floor is then relative to 0)."""
+        index or the filters leave fewer chunks: the floor is then relative to 0); and how many passages
+        the cap left out."""
         from contextkit.assembly.relevance import ANCHOR_RANK
 
         index = retriever.index
         gated = _gated(config)
+        cap = config.relevant_max_tokens if k is None and gated else None
         max_k = getattr(retriever, "max_k", MAX_K)
         if k is None:  # enough chunks to fill the budget, with room for duplicates and merges
             from contextkit.assembly.budget import resolve_budget
@@ -345,8 +347,8 @@ class ContextAssembler(Component):
             k = max(10, min(len(index) or 10, math.ceil(1.5 * limit / size), max_k))
             if gated:  # nothing below the anchor rank passes the floor: in the hybrid, the top of either run
                 k = min(k, 2 * ANCHOR_RANK)
-                if config.relevant_max_tokens is not None:  # nor, past the cap, anything at all
-                    k = min(k, max(10, math.ceil(1.5 * config.relevant_max_tokens / size)))
+                if cap is not None:  # nor, past the cap, anything at all
+                    k = min(k, max(10, math.ceil(1.5 * cap / size)))
         wide = max(k, min(ANCHOR_RANK, max_k)) if gated else k
         tokenizer = index.manifest.chunker.get("tokenizer") or index.manifest.tokenizer
         hits = retriever.retrieve(query, wide, filters)
@@ -355,7 +357,8 @@ class ContextAssembler(Component):
         items = [EvidenceItem.from_scored_chunk(hit, tokenizer) for hit in hits]
         if config.fill == "relevant" and config.min_similarity is not None:
             items = _with_similarity(items, retriever, query, len(hits), filters)
-        return items, anchor
+        items, left = _relevance_cap(items, cap) if cap is not None else (items, 0)
+        return items, anchor, left
 
     @classmethod
     def from_config(cls, path: str | Path | None = None, **kwargs: Any) -> ContextAssembler:

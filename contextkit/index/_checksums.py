@@ -155,7 +155,7 @@ def faiss_header_count(path: Path) -> int | None:
 #: ``ast.literal_eval``, and on CPython 3.11 two threads building ASTs at once can fail with ``SystemError:
 #: AST constructor recursion depth mismatch`` (python/cpython#106905): four threads' first searches of one
 #: index, each loading its BM25 files, did (CI, ``test_aretrieve_from_several_threads_at_once``).
-NPY_READ_LOCK = threading.RLock()
+NPY_READ_LOCK = threading.Lock()
 
 
 def npy_load(source: Any, **kwargs: Any) -> Any:
