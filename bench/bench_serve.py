@@ -104,6 +104,16 @@ ADDED = [
 
 
 # ---------------------------------------------------------------------------------------------- common
+def uvicorn_parts() -> str:
+    """uvicorn's HTTP parser and event loop as its ``auto`` settings pick them in this interpreter (the servers'
+    own): httptools and uvloop when installed (the ``serve`` extra brings them), else h11 and asyncio."""
+    import importlib.util
+
+    http = "httptools" if importlib.util.find_spec("httptools") else "h11"
+    loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
+    return f"{http} + {loop}"
+
+
 def env() -> dict[str, str]:
     e = {**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     e.pop("CONTEXTKIT_SERVE_TOKEN", None)
@@ -823,7 +833,8 @@ def main() -> None:
         driver_main(args.driver)
         return
 
-    res: dict[str, Any] = {"cpus": os.cpu_count()}
+    res: dict[str, Any] = {"cpus": os.cpu_count(), "uvicorn": uvicorn_parts()}
+    print(f"server: uvicorn on {res['uvicorn']} (what `contextkit serve` finds installed)")
     t_start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="ck-serve-bench-") as tmp:
         workdir = Path(tmp)
