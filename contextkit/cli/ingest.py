@@ -98,6 +98,9 @@ def ingest(
              "the report names it")] = True,
     workers: Annotated[int, typer.Option(min=1, help="processes for chunking")] = 1,
     prune: Annotated[bool, typer.Option(help="remove indexed files that are no longer among PATHS")] = False,
+    reprocess: Annotated[bool, typer.Option(
+        "--reprocess", help="load and chunk every file again, unchanged ones too (after upgrading contextkit: its "
+        "loaders may read a format differently); chunks that come out the same keep their vectors")] = False,
     redact: Annotated[bool | None, typer.Option(
         "--redact/--no-redact", help="mask PII (e-mails, phones, cards, IBANs, IPs, secrets, national ids, dates of birth) before chunking; "
         "recorded in the index [default: as the index was built, else off]")] = None,
@@ -140,7 +143,7 @@ def ingest(
     _check_header(header)
     with reported(2):  # options that make no valid config: a usage error
         config = IngestConfig(**file_settings("ingest"), chunk_size=chunk_size, chunk_overlap=overlap, tokenizer=tokenizer, model=embed_model,
-                              header=header, glob=glob or None, exclude=exclude or [], default_excludes=default_excludes, skip_duplicates=skip_duplicates, workers=workers, prune=prune, index_type=index_type,
+                              header=header, glob=glob or None, exclude=exclude or [], default_excludes=default_excludes, skip_duplicates=skip_duplicates, workers=workers, prune=prune, reprocess=reprocess, index_type=index_type,
                               redact=redact, engine=engine, ray_address=address, num_gpus=num_gpus,
                               follow_symlinks=follow_symlinks, stream_above_bytes=int(stream_above * (1 << 20)),
                               pdf_timeout=pdf_timeout)
@@ -198,7 +201,8 @@ def _dry_run(paths: list[Path], index: Path, config, as_json: bool, quiet: bool)
     out.print(table)
     state = "an existing index" if preview.index_exists else "a new index"
     out.print(f"{preview.files:,} files ({state}): {preview.new:,} new, {preview.changed:,} changed, "
-              f"{preview.unchanged:,} unchanged, {preview.duplicates:,} duplicates; about {preview.estimated_chunks:,} chunks to embed "
+              f"{preview.unchanged:,} unchanged, {preview.duplicates:,} duplicates"
+              f"{f' ({preview.reprocessed:,} of the changed only re-read: --reprocess)' if preview.reprocessed else ''}; about {preview.estimated_chunks:,} chunks to embed "
               f"(from {preview.sampled_files:,} sampled files)", highlight=False)
     if preview.estimated_seconds is not None:
         out.print(f"embedding: {preview.embed_chunks_per_second:,.1f} chunks/s measured here, so about "
@@ -388,6 +392,7 @@ def _print_ingest_report(report) -> None:
     table = Table(title=f"ingested into {safe(report.index)}", show_header=False)
     rows = [
         ("files seen", report.files_seen), ("new", report.files_new), ("changed", report.files_changed),
+        *([("of them re-read (--reprocess)", report.files_reprocessed)] if report.files_reprocessed else []),
         ("unchanged (skipped)", report.files_unchanged), ("duplicates (skipped)", report.files_duplicate),
         ("removed (--prune)", report.files_removed),
         ("documents", report.documents), ("chunks added", report.chunks_added),

@@ -98,11 +98,13 @@ def ingest(
                 if hashed is None:
                     continue
                 sha, size = hashed
-                if known.get(src.doc_id) == sha:
+                same = known.get(src.doc_id) == sha
+                if same and not config.reprocess:
                     report.files_unchanged += 1
                 elif _duplicate(src, sha, size, by_content, config, report):
                     continue
                 else:
+                    report.files_reprocessed += same
                     todo.append(Pending(src, sha, size, is_new=src.doc_id not in known))
         notify(IngestEvent("plan", files=len(todo), bytes=sum(item.size for item in todo)))
         runner(todo, IngestRun(index, embedder, chunker, config, report, notify, clock))

@@ -54,6 +54,8 @@ class IngestPreview(BaseModel):
     new: int
     changed: int
     unchanged: int
+    reprocessed: int = Field(default=0, description="unchanged files that reprocess would load and chunk again "
+                             "(counted in changed too)")
     duplicates: int = Field(default=0, description="files with the content of another: not indexed again")
     formats: dict[str, FormatPreview]
     sampled_files: int
@@ -96,7 +98,7 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
         _note_retired(retired, notes)
         formats: dict[str, FormatPreview] = {}
         todo: list[tuple[SourceFile, int]] = []
-        new = changed = unchanged = duplicates = 0
+        new = changed = unchanged = duplicates = reprocessed = 0
         leaving = {old for old, _ in retired}  # their files come back under their new ids: not duplicates
         by_content = {sha: file for file, sha in known.items() if file not in leaving}
         for src in sources:
@@ -106,7 +108,7 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
             fmt.bytes += size
             hashed = digest(src, failures)
             sha, content = known.get(src.doc_id), hashed[0] if hashed else None
-            if sha is not None and content == sha:
+            if sha is not None and content == sha and not config.reprocess:
                 unchanged += 1
                 continue
             if config.skip_duplicates and content is not None and size and \
@@ -116,6 +118,7 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
                                          "not be indexed again"))
                 continue
             new, changed = (new + 1, changed) if sha is None else (new, changed + 1)
+            reprocessed += sha is not None and content == sha
             fmt.to_do += 1
             fmt.bytes_to_do += size
             todo.append((src, size))
@@ -124,7 +127,7 @@ def preview_ingest(paths: Sequence[str | Path], index_dir: str | Path, config: I
         estimate = _estimate(formats)
         preview = IngestPreview(index=os.fspath(index_dir), index_exists=exists, files=len(found.files),
                                 bytes=sum(f.bytes for f in formats.values()), new=new, changed=changed,
-                                unchanged=unchanged, duplicates=duplicates, formats=formats,
+                                unchanged=unchanged, reprocessed=reprocessed, duplicates=duplicates, formats=formats,
                                 sampled_files=sum(f.sampled for f in formats.values()), estimated_chunks=estimate,
                                 failures=failures, notes=notes)
         if measure_speed and texts and estimate:

@@ -49,6 +49,10 @@ class IngestConfig(Settings):
                                    "counts them")
     workers: int = Field(1, ge=1)
     prune: bool = False
+    reprocess: bool = Field(False, description="load and chunk every file again, those whose content is unchanged "
+                            "too: after an upgrade of contextkit whose loaders read a format differently (a file is "
+                            "otherwise skipped while its SHA-256 is the one indexed). Chunks whose text comes out the "
+                            "same keep their vectors: nothing is embedded again for them")
     batch_chunks: int = Field(512, ge=1, description="chunks embedded and committed together")
     device: str = "auto"
     embed_batch_size: int | None = Field(None, ge=1, description="texts per model call (None: 512 on CUDA, else 64)")
@@ -138,7 +142,10 @@ class IngestReport(BaseModel):
     index: str
     files_seen: int = 0
     files_new: int = 0
-    files_changed: int = 0
+    files_changed: int = Field(default=0, description="files indexed before and written again: their content "
+                               "changed, or reprocess (then files_reprocessed counts them too)")
+    files_reprocessed: int = Field(default=0, description="files whose content was unchanged, loaded and chunked "
+                                   "again because reprocess was set (also counted in files_changed)")
     files_unchanged: int = 0
     files_removed: int = 0
     files_duplicate: int = Field(default=0, description="files with the content of one already indexed or taken "
