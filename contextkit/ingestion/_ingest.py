@@ -104,8 +104,7 @@ def ingest(
                 elif _duplicate(src, sha, size, by_content, config, report):
                     continue
                 else:
-                    report.files_reprocessed += same
-                    todo.append(Pending(src, sha, size, is_new=src.doc_id not in known))
+                    todo.append(Pending(src, sha, size, is_new=src.doc_id not in known, reprocess=same))
         notify(IngestEvent("plan", files=len(todo), bytes=sum(item.size for item in todo)))
         runner(todo, IngestRun(index, embedder, chunker, config, report, notify, clock))
         _retire(index, retired, known, report)

@@ -289,6 +289,7 @@ def commit_batch(batch: list[Pending], run: IngestRun) -> None:
         if item.complete:
             report.files_new += item.is_new
             report.files_changed += not item.is_new
+            report.files_reprocessed += item.reprocess
         report.documents += len(item.documents)
         report.chunks_added += len(item.chunks)
         tokens = sum(c.token_count for c in item.chunks)

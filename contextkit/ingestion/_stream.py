@@ -46,7 +46,7 @@ def stream_file(item: Pending, stream: TextStream, run: IngestRun) -> None:
         parts, n_chars = _jsonl_parts(item.source, chunker, config, report, redactor, clock), None
     else:
         parts, n_chars = _text_parts(stream, chunker, config, report, clock), stream.n_chars
-    done = Pending(item.source, item.sha256, item.size, is_new=item.is_new)  # what is committed so far
+    done = Pending(item.source, item.sha256, item.size, is_new=item.is_new, reprocess=item.reprocess)  # committed so far
     tokens, failures_before = 0, len(report.failures)
     try:
         upcoming: tuple[list[Document], list[Chunk]] | None = next(parts)
@@ -56,7 +56,7 @@ def stream_file(item: Pending, stream: TextStream, run: IngestRun) -> None:
             if upcoming is None and done.replace and not documents and len(report.failures) > failures_before:
                 return  # every JSONL line failed: like a whole load, the indexed version stays
             part = Pending(item.source, item.sha256, item.size, documents, chunks, item.is_new,
-                           replace=done.replace, complete=upcoming is None, n_chars=n_chars,
+                           reprocess=item.reprocess, replace=done.replace, complete=upcoming is None, n_chars=n_chars,
                            n_documents=done.n_documents)
             _steps.commit_batch([part], run)
             done.replace, done.n_documents = False, done.n_documents + len(documents)

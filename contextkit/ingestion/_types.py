@@ -206,6 +206,7 @@ class Pending:
     documents: list[Document] = field(default_factory=list)
     chunks: list[Chunk] = field(default_factory=list)
     is_new: bool = True
+    reprocess: bool = False  # indexed with the same content, re-read because IngestConfig.reprocess is set
     replace: bool = True  # delete the file's old records first (False: a later part of a streamed file)
     complete: bool = True  # the file's last part: record its hash (False: more parts follow)
     n_chars: int | None = None  # length of a streamed document's text (its Document holds none)

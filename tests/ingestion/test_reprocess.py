@@ -85,3 +85,20 @@ def test_reprocess_brings_a_new_loader_to_an_index_built_before_it(tmp_path: Pat
     assert redone["embedding"]["model_inputs"] == 1
     again = _cli(str(docs), "--index", str(ix))
     assert (again["files_unchanged"], again["files_changed"]) == (2, 0)
+
+
+def test_a_streamed_file_reprocessed_counts_once_and_a_new_one_is_new(tmp_path: Path, embedder) -> None:
+    """A file streamed in parts is committed part by part: it is one file re-read, not one per part; a file
+    that was never indexed is new whatever the flag."""
+    docs, ix = tmp_path / "notes", tmp_path / "notes.ck-index"
+    docs.mkdir()
+    (docs / "long.txt").write_text("".join(f"Paragraph {i}: the glacier moved {i} metres in year {1900 + i}.\n\n"
+                                           for i in range(400)), encoding="utf-8")
+    first = ingest([docs], ix, embedder=embedder, stream_above_bytes=4096, stream_block_bytes=4096)
+    chunks = first.chunks_added
+    assert first.files_new == 1 and chunks > 10
+    (docs / "short.txt").write_text("Sea ice covers about 7% of the ocean's surface.\n", encoding="utf-8")
+    again = ingest([docs], ix, embedder=embedder, stream_above_bytes=4096, stream_block_bytes=4096, reprocess=True)
+    assert (again.files_new, again.files_changed, again.files_reprocessed, again.files_unchanged) == (1, 1, 1, 0)
+    assert again.chunks_added == chunks + 1 and again.chunks_removed == chunks
+    assert again.embedding.model_inputs == 1  # only the new file's chunk: the long one's came out the same
