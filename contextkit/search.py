@@ -21,7 +21,9 @@ def search_index(index_dir: str | Path, query: str, k: int = 10, mode: Mode = "h
     ``filters`` is a :class:`~contextkit.retrievers.Filters`, a dict of its fields, or
     CLI-style ``["key=value", ...]``; ``options`` go to the retriever (``mmr``, ``min_score``,
     ``max_query_chars``, ``max_k``...). The index's model is loaded once per process (a notebook or
-    the demo asks many questions). The query and ``k`` are checked before the index is opened: a blank
+    the demo asks many questions); the index is opened by every call (its files read and checked, so
+    each call sees the last commit): for many queries, hold an :class:`~contextkit.index.Index` open
+    and a retriever over it. The query and ``k`` are checked before the index is opened: a blank
     query or a bad ``k`` is a ``RetrievalError``, one past a limit a ``LimitExceededError``.
     """
     from contextkit.embedders import embedder_for
