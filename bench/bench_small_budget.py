@@ -17,7 +17,11 @@ share with no evidence, mean and largest prompt tokens (counted with the real to
 the assembler must never pass the budget), and the assembler's ratio to each baseline.
 
     python bench/bench_small_budget.py [--xquad ../extdata/xquad/xquad.en.json] [--offset N] [--limit N]
-        [--budgets 150 300] [--cache DIR] [--json FILE]
+        [--budgets 150 300] [--cache DIR] [--json FILE] [--squad ../extdata/squad/dev-v2.0.json]
+
+``--squad FILE``: the same figures on another SQuAD-format file (unanswerable questions and XQuAD's
+own paragraphs left out, its own index under ``--cache``). That is the split to try a change of the
+tight-budget rules on; XQuAD stays held out and is measured once, after.
 
 The index is built once under ``--cache`` (default: a folder in the system temp dir) and
 reused; its documents are ingested from there as ``paragraphs`` (ids ``paragraphs/p0.txt::0``,
@@ -68,33 +72,47 @@ class Tally:
                 "mean_tokens": sum(self.tokens) / n, "max_tokens": max(self.tokens, default=0)}
 
 
-def load_xquad(path: Path) -> tuple[list[str], list[tuple[str, list[str], int]]]:
-    """(paragraphs, [(question, gold answers, paragraph number)])."""
+def load_xquad(path: Path, exclude: frozenset[str] = frozenset()) -> tuple[list[str], list[tuple[str, list[str], int]]]:
+    """(paragraphs, [(question, gold answers, paragraph number)]) of a SQuAD-format file; unanswerable
+    questions (SQuAD 2.0) and the paragraphs in ``exclude`` left out."""
     data = json.loads(path.read_text(encoding="utf-8"))
     paragraphs: list[str] = []
     questions: list[tuple[str, list[str], int]] = []
     for article in data["data"]:
         for para in article["paragraphs"]:
+            if para["context"] in exclude:
+                continue
             paragraphs.append(para["context"])
             for qa in para["qas"]:
+                if qa.get("is_impossible") or not qa["answers"]:
+                    continue
                 questions.append((qa["question"], [a["text"] for a in qa["answers"]], len(paragraphs) - 1))
     return paragraphs, questions
 
 
-def open_index(paragraphs: list[str], cache: Path) -> Any:
+def load_questions(args: argparse.Namespace) -> tuple[list[str], list[tuple[str, list[str], int]]]:
+    """XQuAD, or with ``--squad`` that file without XQuAD's paragraphs (the split the tight-budget rules
+    were tuned on: XQuAD stays held out)."""
+    if args.squad is None:
+        return load_xquad(args.xquad)
+    xquad_paragraphs = frozenset(load_xquad(args.xquad)[0]) if args.xquad.is_file() else frozenset()
+    return load_xquad(args.squad, exclude=xquad_paragraphs)
+
+
+def open_index(paragraphs: list[str], cache: Path, name: str = "xquad-en") -> Any:
     """The index of the paragraphs (``p<N>.txt``, one document each), ingested once with the defaults."""
     from contextkit.index import Index
     from contextkit.ingestion import ingest
 
-    index_dir = cache / "xquad-en.ck-index"
+    index_dir = cache / f"{name}.ck-index"
     if not Index.exists(index_dir):
-        docs = cache / "paragraphs"
+        docs = cache / name / "paragraphs"
         docs.mkdir(parents=True, exist_ok=True)
         for i, text in enumerate(paragraphs):
             (docs / f"p{i}.txt").write_text(text + "\n", encoding="utf-8")
         log(f"ingesting {len(paragraphs)} paragraphs into {index_dir} (once)")
         here = Path.cwd()
-        os.chdir(cache)  # ids as `contextkit ingest paragraphs` writes them there: paragraphs/p0.txt::0
+        os.chdir(docs.parent)  # ids as `contextkit ingest paragraphs` writes them there: paragraphs/p0.txt::0
         try:
             ingest([Path("paragraphs")], index_dir)
         finally:
@@ -138,10 +156,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from contextkit.core.tokenizers import get_tokenizer
     from contextkit.retrievers import make_retriever
 
-    paragraphs, questions = load_xquad(args.xquad)
+    paragraphs, questions = load_questions(args)
     questions = questions[args.offset:]
     questions = questions[: args.limit] if args.limit else questions
-    index = open_index(paragraphs, args.cache)
+    index = open_index(paragraphs, args.cache, "xquad-en" if args.squad is None else args.squad.stem)
     retriever = make_retriever("hybrid", index)
     embedder = retriever.dense.embedder
     para_vectors = np.asarray(embedder.embed(paragraphs), dtype=np.float32)
@@ -167,13 +185,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             tallies[budget, "MiniLM paragraphs"].add(tok.count(prompt), holds(prompt, answers), not some)
         if n % 100 == 0:
             log(f"{n}/{len(questions)} questions ({time.perf_counter() - started:.0f} s)")
-    return {"questions": len(questions), "offset": args.offset, "budgets": {
+    return {"set": str(args.squad or args.xquad), "paragraphs": len(paragraphs), "questions": len(questions),
+            "offset": args.offset, "budgets": {
         str(b): {m: tallies[b, m].row() for m in methods} for b in args.budgets}}
 
 
 def show(result: dict[str, Any], fills: list[str]) -> None:
-    print(f"XQuAD-en, {result['questions']} questions (from #{result['offset']}), 240 paragraphs as documents, "
-          "default hybrid retrieval")
+    print(f"{result['set']}: {result['questions']} questions (from #{result['offset']}), {result['paragraphs']} "
+          "paragraphs as documents, default hybrid retrieval")
     for budget, rows in result["budgets"].items():
         print(f"\nbudget {budget} tokens")
         print(f"  {'method':<22} {'answer in prompt':>16} {'no evidence':>12} {'mean tokens':>12} {'max tokens':>11}")
@@ -192,6 +211,8 @@ def show(result: dict[str, Any], fills: list[str]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--xquad", type=Path, default=XQUAD, help="xquad.en.json (default: %(default)s)")
+    parser.add_argument("--squad", type=Path, help="measure on this SQuAD-format file instead, XQuAD's paragraphs "
+                        "left out (the tuning split: ../extdata/squad/dev-v2.0.json)")
     parser.add_argument("--limit", type=int, default=0, help="N questions only")
     parser.add_argument("--offset", type=int, default=0, help="skip the first N questions")
     parser.add_argument("--budgets", type=int, nargs="+", default=[150, 300])
@@ -200,7 +221,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="where the index is built once and reused (default: %(default)s)")
     parser.add_argument("--json", type=Path, help="write the figures here too")
     args = parser.parse_args(argv)
-    if not args.xquad.is_file():
+    if args.squad is not None and not args.squad.is_file():
+        print(f"no SQuAD-format file at {args.squad}", file=sys.stderr)
+        return 2
+    if args.squad is None and not args.xquad.is_file():
         print(f"no XQuAD data at {args.xquad}: git clone https://github.com/google-deepmind/xquad "
               f"{ROOT.parent / 'extdata' / 'xquad'} (or give --xquad)", file=sys.stderr)
         return 2
