@@ -26,7 +26,7 @@ from contextkit.core.errors import IndexCorruptError, IndexMismatchError
 from contextkit.index._bm25_files import read_meta
 from contextkit.index._checksums import (
     FileSum,
-    check_file,
+    check_file_on_open,
     faiss_header_count,
     file_sum,
     npy_load,
@@ -297,7 +297,7 @@ class VectorFiles:
         """Sizes and hashes of the derived files against the manifest (see :mod:`.verify` for the cost)."""
         for name in ("vectors.faiss", *IVFPQ_FILES, *DELTA_FILES):
             rec = self.manifest.checksums.get(name)
-            problem = check_file(self.file(name), rec, full=False) if rec is not None else None
+            problem = check_file_on_open(self.file(name), rec) if rec is not None else None
             if problem:
                 found = faiss_header_count(self.file(name)) if name == "vectors.faiss" else None
                 chunks = self._stored_chunk_count(saved_generation)
@@ -320,7 +320,7 @@ class VectorFiles:
         if meta_gen != self.manifest.generation:
             return
         for name, rec in sorted(bm25_sums.items()):
-            problem = check_file(self.file(name), rec, full=False)
+            problem = check_file_on_open(self.file(name), rec)
             if problem:
                 raise IndexCorruptError(
                     f"{self.file(name)}: damaged: {problem}; it is derived from the records store: "

@@ -12,7 +12,11 @@ other file is derived from it and stamped with the store's *generation*:
   SHA-256 for files up to :data:`FULL_CHECK_ON_OPEN` (8 MiB), the sample and spread
   hashes for larger ones, so opening a 15 GB FAISS file (10M vectors of 384 floats)
   costs 3 MiB of reads (a few ms), not a full hash (a read and SHA-256 of every
-  byte) on top of FAISS's own read. A truncated or extended file is always
+  byte) on top of FAISS's own read. A process hashes a file once while it stays as
+  it was (its device, inode, size, mtime and ctime: any write, rename over it or
+  ``utime`` moves the ctime; see ``check_file_on_open``), so opening the same index
+  again, as ``search_index`` does each call, reads no file twice to check it. A
+  truncated or extended file is always
   caught on open (its size), and so is damage at either end or in any run longer than
   1/63 of the file (a hole left by a failed copy, a zeroed range: it always covers a
   spread block). A bit flip or one bad vector elsewhere in a file over 8 MiB is not
