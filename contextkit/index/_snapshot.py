@@ -110,9 +110,16 @@ class Snapshot:
         return self.bm25
 
     def close(self) -> None:
+        """Release the lease and, for a reader, its structures: a reader's vectors are mapped from the files
+        (:func:`._faiss_kinds.mapped_read_flags`), which must not stay mapped past the close (Windows cannot
+        delete a mapped file; a writer deletes older generations). A search that holds the structure already
+        keeps it until it ends."""
         if self.lease is not None:
             self.lease.release()
             self.lease = None
+        if self.vectors.read_only:
+            self.vectors.faiss = None
+            self.bm25 = None
 
 
 class SnapshotReader:
