@@ -303,7 +303,7 @@ class Index(SnapshotReader):
 
     def _release(self) -> None:
         self.store.close()
-        self._view.close()
+        self._view.close(release=True)
         self._unlock()
 
     def _remove_leftovers(self) -> None:

@@ -109,15 +109,16 @@ class Snapshot:
                     self.bm25 = saved_bm25(folder, self.manifest)
         return self.bm25
 
-    def close(self) -> None:
-        """Release the lease and, for a reader, its structures: a reader's vectors are mapped from the files
-        (:func:`._faiss_kinds.mapped_read_flags`), which must not stay mapped past the close (Windows cannot
-        delete a mapped file; a writer deletes older generations). A search that holds the structure already
-        keeps it until it ends."""
+    def close(self, release: bool = False) -> None:
+        """Release the lease; with ``release`` (the index is closed), a reader's structures too: its vectors
+        are mapped from the files (:func:`._faiss_kinds.mapped_read_flags`), which must not stay mapped while
+        a closed :class:`~contextkit.index.Index` waits to be collected (Windows cannot delete a mapped file).
+        A view a refresh replaced keeps them: a thread that took it unpinned may still search it, and it is
+        freed with its last reference. A search that holds the structure keeps it until it ends."""
         if self.lease is not None:
             self.lease.release()
             self.lease = None
-        if self.vectors.read_only:
+        if release and self.vectors.read_only:
             self.vectors.faiss = None
             self.bm25 = None
 
