@@ -573,7 +573,15 @@ class HuggingFaceTokenizer(Tokenizer):
         import numpy as np
 
         enc = self._tok(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-        ends = np.asarray([end for _, end in enc["offset_mapping"]], dtype=np.int64)
+        spans = enc["offset_mapping"]
+        ends = np.asarray([end for _, end in spans], dtype=np.int64)
+        # A character the tokenizer's normaliser drops (a combining accent under BERT's accent stripping, a
+        # control character) lies in no token: it joins the token before it, so that a chunk cut at a token's
+        # end never leaves it out of every chunk (only white space may fall between chunks).
+        for i, end in enumerate(ends.tolist()):
+            following = spans[i + 1][0] if i + 1 < len(spans) else len(text)
+            if following > end:
+                ends[i] = end + len(text[end:following].rstrip())
         return enc["input_ids"], ends
 
 
