@@ -30,7 +30,8 @@ _PROSE = re.compile(
     r"(?i:\b(?:pass(?:word|phrase|code)|passwd|pwd|pin|secret|kennwort|passwort|mot de passe|contraseña|senha|"
     r"пароль|wachtwoord|lösenord|hasło|salasana)\b)"
     r"(?:[ \t]+(?:for|of|to|on)(?:[ \t]+[\w.\-]{1,32}){1,3}?)?"
-    r"[ \t]*(?:(?i:is|was|will[ \t]+be|is[ \t]+now|is[ \t]+set[ \t]+to|would[ \t]+be|ist|est|es|é|это)[ \t]*:?"
+    r"[ \t]*(?:(?i:is|was|will[ \t]+be|is[ \t]+now|is[ \t]+set[ \t]+to|would[ \t]+be|ist|est|es|é|это)"
+    r"(?:[ \t]*:|(?=[ \t\"'“‘«]))"  # the verb ends at a space, a colon or a quote ("password is/path" is no label)
     r"|(?P<colon>:)|(?=[ \t]+[\"“‘«]))[ \t]*"
     r"(?:[\"'“‘«](?P<quoted>[^\"'“”‘’«»\n<>]{3,128})[\"'”’»]|(?P<bare>[^\s\"'“”‘’<>]{4,128}))"
 )
