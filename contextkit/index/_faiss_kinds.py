@@ -49,9 +49,8 @@ from contextkit.index._safe_files import opened, require_regular
 
 __all__ = ["DELTA_FILES", "DELTA_MAX", "DELTA_SHARE", "EXACT_FILTER_MAX", "EXACT_FILTER_SHARE", "IVFPQ_FILES",
            "IVFPQ_TRAIN_FROM", "RefinedIVFPQ", "SkippingIndex", "build_ivfpq", "default_nlist", "default_pq_m",
-           "filtered_params", "ids_problem", "structure_problem", "ivf_nprobe", "list_ids", "load_delta", "mapped_read_flags",
-           "open_ivfpq", "read_faiss",
-           "search_faiss"]
+           "filtered_params", "ids_problem", "structure_problem", "ivf_nprobe", "list_ids", "load_delta",
+           "mapped_read_flags", "open_ivfpq", "read_faiss", "search_faiss"]
 
 #: ``ivfpq`` stays exact (flat) below this many vectors: k-means wants ~39 points per list
 #: and each 8-bit PQ codebook 256 x 39 = 9,984 (FAISS warns below that).

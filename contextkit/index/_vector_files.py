@@ -248,8 +248,8 @@ class VectorFiles:
                 built = open_ivfpq(self.path, self.manifest.ivfpq_nprobe, self.manifest.ivfpq_refine, paths)
                 self._check_ivfpq_files(built)
                 return load_delta(built, self.path, paths) if all(name in sums for name in DELTA_FILES) else built
-            index = read_faiss(file, mapped_read_flags() if self.read_only else 0)  # a regular file only,
-            # no array larger than the file
+            # a regular file only, no array larger than the file; a reader's vectors mapped
+            index = read_faiss(file, mapped_read_flags() if self.read_only else 0)
             if DELTA_FILES[2] in sums:  # hnsw: rowids skipped since its build
                 return SkippingIndex(index, npy_load(paths[DELTA_FILES[2]]))
             return index
