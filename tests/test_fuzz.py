@@ -223,7 +223,7 @@ def body_view(text: str) -> str:
     from contextkit.assembly._invisible import strip_invisible
 
     text = strip_invisible(text)[0]
-    if ("<" in text or "&" in text) and not re.search(r"<[A-Za-z/!?]", text):
+    if text.count("<") + text.count("&") >= 3 and not re.search(r"<[A-Za-z/!?]", text):
         return "\n" + xml_view(text) + "\n"
     return xml_view("\n" + text + "\n")
 
@@ -258,6 +258,27 @@ def _sections(items, turns, instructions, question) -> list[Section]:
     return out
 
 
+def our_elements(root: ET.Element, report, instructions: str) -> list[ET.Element]:
+    """Check that the parsed prompt holds exactly our sections, in order; return the evidence elements.
+
+    The restated instructions are a section too. A tight budget leaves out the instructions' tags (they
+    lead as prose: the only text outside our elements) and the evidence section's (its elements remain)."""
+    shown = [s for s in report.sections if s.tokens > 0]  # an empty section is not rendered
+    ev = root.find("evidence")
+    docs = list(ev) if ev is not None else root.findall("document")
+    assert [c.tag for c in root] == [t for s in shown for t in (
+        [s.tag] if s.tagged else ["document"] * len(docs) if s.role == "evidence" else [])]
+    untagged = [s for s in shown if not s.tagged]
+    assert all(s.role in ("key_instructions", "evidence") for s in untagged)
+    if any(s.role == "key_instructions" for s in untagged):
+        assert shown[0].role == "key_instructions"
+        assert (root.text or "").strip() == xml_view(instructions).strip()
+    else:
+        assert not (root.text or "").strip()
+    assert all(not (c.tail or "").strip() for c in root)  # nothing but our elements after the head
+    return docs
+
+
 def check_xml_assembly(tok, items, turns, instructions, question, budget, order, markup="full") -> bool:
     """Assemble as XML (in ``markup``, "full" or "lean") and read the prompt back with a real parser;
     False when the pinned sections alone exceed the budget (a BudgetError that says so, not a cut).
@@ -276,11 +297,8 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order,
     assert report.markup == markup
     assert tok.count(prompt) == report.tokens <= budget
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")  # a forged or broken tag fails to parse here
-    shown = [s for s in report.sections if s.tokens > 0]  # an empty section is not rendered
-    assert [c.tag for c in root] == [s.tag for s in shown]  # the restated instructions are a section too
-    ev = root.find("evidence")
+    docs = our_elements(root, report, instructions)
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
-    docs = list(ev) if ev is not None else []
     by_id = {attribute_view(it.id): it for it in items}  # an id loses its invisible characters too
     shown_kept = {attribute_view(i): r for i, r in kept.items()}
     if markup == "full":  # one element an item, under its own id
@@ -341,9 +359,7 @@ def check_lean_xml_assembly(tok, items, turns, instructions, question, budget, o
         return False
     assert tok.count(prompt) == report.tokens <= budget
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")  # a forged or broken tag fails to parse here
-    assert [c.tag for c in root] == [s.tag for s in report.sections if s.tokens > 0]
-    ev = root.find("evidence")
-    docs = list(ev) if ev is not None else []
+    docs = our_elements(root, report, instructions)
     assert [d.get("id") for d in docs] == list(report.citations) == [str(n) for n in range(1, len(docs) + 1)]
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
     assert sorted(x for ids in report.citations.values() for x in ids) == sorted(kept)
@@ -382,7 +398,7 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
     shown = [s for s in report.sections if s.tokens > 0]  # an empty section is not rendered
     # A heading or fence inside a text stays text: the parser finds our headings only
     # (a section each, an item or message each) and one fence per body.
-    assert len(h2) == len(shown)
+    assert len(h2) == sum(s.tagged for s in shown)  # a tight budget leaves out two headings (see the XML check)
     kept = [i for i in report.items if i.status in ("included", "truncated")]
     headed = len(kept)  # one heading an item or message; in lean, an element (one or more evidence items)
     if markup == "lean":

@@ -119,10 +119,10 @@ def check_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, st
               history: list[str] = ()) -> int:
     """Everything a real XML parser must find in the prompt; returns the documents checked."""
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")
+    documents = _our_sections(root, report)
     shown = [s.tag for s in report.sections if s.tokens > 0]
-    assert [c.tag for c in root] == shown
     tight = _tight(report)  # a tight budget states the instructions once and writes lean tags (issue 29)
-    assert shown[0] == "instructions" and shown[-2:] == (["evidence", "question"] if tight else ["question", "reminder"])
+    assert shown[-2:] == (["evidence", "question"] if tight else ["question", "reminder"])
     # Text kept verbatim (CDATA) holds no "<" that looks like markup to a reader; outside it, every
     # "<" opens or closes one of our elements: nothing else became markup.
     verbatim = re.findall(r"<!\[CDATA\[(.*?)\]\]>", prompt, flags=re.S)
@@ -131,11 +131,9 @@ def check_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, st
     for m in re.finditer("<", outside):
         assert re.match(rf"</?({'|'.join(OUR_TAGS)})[ >]", outside[m.start():]), outside[m.start():m.start() + 40]
     assert outside.count("<") == 2 * sum(1 for _ in root.iter()) - 2  # each element of ours: one open, one close
-    assert root.find("instructions").text == f"\n{INSTRUCTIONS}\n"
     assert tight or root.find("reminder").text == f"\n{INSTRUCTIONS}\n"
     assert root.find("question").text == xml_view(f"\n{question}\n")
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
-    documents = list(root.find("evidence"))
     assert [d.tag for d in documents] == ["document"] * len(kept) and {d.get("id") for d in documents} == set(kept)
     parts: dict[str, list[str]] = {}  # a merged passage goes by its best part; its text starts at its first
     for i in report.items:
@@ -163,6 +161,32 @@ def _tight(report) -> bool:
     return any(n.startswith("tight budget") for n in report.notes)
 
 
+def _our_sections(root: ET.Element, report) -> list[ET.Element]:
+    """Check that the parsed prompt holds exactly our sections in order, the instructions as written; return the
+    evidence elements. A tight budget leaves out the instructions' tags (they lead as prose, the only text
+    outside our elements) and the evidence section's (its elements stand on their own)."""
+    shown = [s for s in report.sections if s.tokens > 0]
+    ev = root.find("evidence")
+    documents = list(ev) if ev is not None else root.findall("document")
+    assert [c.tag for c in root] == [t for s in shown for t in (
+        [s.tag] if s.tagged else ["document"] * len(documents) if s.role == "evidence" else [])]
+    assert shown[0].role == "key_instructions" and [s.tagged for s in shown[:2]] != [True, False]
+    instructions = root.find("instructions")
+    if instructions is not None:
+        assert instructions.text == f"\n{INSTRUCTIONS}\n" and not (root.text or "").strip()
+    else:
+        assert root.text == f"{INSTRUCTIONS}\n\n" and _tight(report)
+    assert all(not (c.tail or "").strip() for c in root)
+    return documents
+
+
+def _headings(report) -> list[str]:
+    """The Markdown prompt's section headings: a tight budget leaves out the instructions' and the evidence's."""
+    tagged = {s.role: s.tagged for s in report.sections if s.tokens > 0}
+    return [title for title, role in (("Instructions", "key_instructions"), ("Evidence", "evidence"),
+                                      ("Question", "question"), ("Reminder", "reminder")) if tagged.get(role)]
+
+
 def _from_the_named_chunk(shown: str, chunk, docs: dict[str, str], view) -> bool:
     """Whether a cut body shows the text of the chunk its id names: the document from that chunk's start,
     or pieces of that chunk (its sentences, gaps marked ' … '; a last piece cut at a token marked '…')."""
@@ -178,16 +202,14 @@ def check_lean_xml(prompt: str, report, chunks: dict[str, object], docs: dict[st
     from contextkit.assembly._fill import PART_GAP
 
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")
-    assert [c.tag for c in root] == [s.tag for s in report.sections if s.tokens > 0]
+    elements = _our_sections(root, report)
     verbatim = re.findall(r"<!\[CDATA\[(.*?)\]\]>", prompt, flags=re.S)
     assert not any(re.search(r"<[A-Za-z/!?]", v) for v in verbatim), verbatim
     outside = re.sub(r"<!\[CDATA\[.*?\]\]>", "", prompt, flags=re.S)
     for m in re.finditer("<", outside):
         assert re.match(rf"</?({'|'.join(OUR_TAGS)})[ >]", outside[m.start():]), outside[m.start():m.start() + 40]
     assert outside.count("<") == 2 * sum(1 for _ in root.iter()) - 2
-    assert root.find("instructions").text == f"\n{INSTRUCTIONS}\n"
     assert root.find("question").text == xml_view(f"\n{question}\n")
-    elements = list(root.find("evidence"))
     assert [d.get("id") for d in elements] == [str(n) for n in range(1, len(elements) + 1)] == list(report.citations)
     status = {i.id: i for i in report.items if i.section == "evidence"}
     for d in elements:
@@ -218,7 +240,8 @@ def check_lean_markdown(prompt: str, report, chunks: dict[str, object], docs: di
     tokens = MarkdownIt("commonmark").parse(prompt)
     headings = [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"]
     tight = _tight(report)
-    assert [h for tag, h in headings if tag == "h2"] == ["Instructions", "Evidence", "Question", *["Reminder"] * (not tight)]
+    assert [h for tag, h in headings if tag == "h2"] == _headings(report)
+    assert _headings(report)[-1] == ("Question" if tight else "Reminder")
     items = [h for tag, h in headings if tag == "h3"]
     assert [re.match(r'document \(id: "(\d+)"', h).group(1) for h in items] == list(report.citations)
     fences = [t.content for t in tokens if t.type == "fence"]
@@ -242,7 +265,8 @@ def check_markdown(prompt: str, report, chunks: dict[str, object], docs: dict[st
     tokens = MarkdownIt("commonmark").parse(prompt)
     headings = [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"]
     tight = _tight(report)
-    assert [h for tag, h in headings if tag == "h2"] == ["Instructions", "Evidence", "Question", *["Reminder"] * (not tight)]
+    assert [h for tag, h in headings if tag == "h2"] == _headings(report)
+    assert _headings(report)[-1] == ("Question" if tight else "Reminder")
     assert {tag for tag, _ in headings} <= {"h2", "h3"}  # a '# Instructions' inside a document stays text
     kept = [i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")]
     items = [h for tag, h in headings if tag == "h3"]

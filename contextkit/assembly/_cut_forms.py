@@ -39,7 +39,9 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
     """``(body shown, detail)`` within ``max_tokens`` tokens, or None when not even a piece fits.
 
     ``fill_rest`` (a tight budget): the room whole sentences leave goes to a piece of the next
-    sentence (the one after a cut, else the best one left out), cut at a token boundary and marked."""
+    sentence (the one after a cut, else the best one left out), cut at a token boundary and marked; and a
+    sentence that bears on the question but does not fit whole takes the room as such a piece before any
+    lesser sentence does (:func:`._prune.prune_to_fit`)."""
     details: list[str] = []
 
     def best(text: str, n: int) -> str | None:
@@ -50,7 +52,9 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
         pruned = prune_to_fit(text, query, n, tokenizer, rest=_piece_of(tokenizer) if fill_rest else None)
         if pruned is None:
             return cut
-        if pruned[1] < pruned[2]:
+        if not pruned[1]:
+            details.append("one sentence cut at a token boundary to fit")
+        elif pruned[1] < pruned[2]:
             details.append(f"pruned to {pruned[1]} of {pruned[2]} sentences to fit")
         return pruned[0]
 

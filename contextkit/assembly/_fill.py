@@ -19,7 +19,7 @@ from contextkit.assembly._tool_cut import task_cut
 from contextkit.assembly.render import Renderer, cut_inside, plain_text
 from contextkit.assembly.sections import Section
 from contextkit.core.config import DEFAULT_SUMMARY_MAX_TOKENS
-from contextkit.core.text import Deduplicator, truncate_at_sentence
+from contextkit.core.text import Deduplicator, split_sentences, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
 
 __all__ = ["MARKUPS", "OWN_ATTRIBUTES", "PART_GAP", "Block", "SectionFill", "lean_attributes"]
@@ -109,6 +109,7 @@ class SectionFill:
     compression: list[Any] = field(default_factory=list)
     relevance: Any = None  # evidence: the RelevanceReport of the gate
     lean: bool = False  # evidence under a tight budget: tags carry the id alone (see :meth:`attributes`)
+    bare: bool = False  # a tight budget: shown without the section's own tags (see budget._lean)
     invisible_removed: int = 0  # invisible characters taken out of the untrusted text (set on the first fill)
     markup: str = "full"  # evidence: "full" or "lean" (see :data:`MARKUPS` and :meth:`group_attributes`)
     show_scores: bool = True  # evidence: the retrieval score on the tag
@@ -214,6 +215,8 @@ class SectionFill:
 
     def frame(self) -> tuple[str, str]:
         s = self.section
+        if self.bare:
+            return "", ""
         return self.renderer.open(self.tag, s.name, s.attributes), self.renderer.close(self.tag)
 
     def frame_tokens(self) -> int:
@@ -222,8 +225,7 @@ class SectionFill:
 
     def full_estimate(self) -> int:
         if self.body is not None:
-            return self.count(self.renderer.text_block(self.tag, self.section.name, self.body,
-                                                         self.section.attributes, self.prose))
+            return self.count(self.text_block(self.body))
         live = [e for e in self.entries if e.status == ItemStatus.PENDING]
         return self.frame_tokens() + sum(self.entry_estimate(e) for e in live) if live else 0
 
@@ -341,9 +343,34 @@ class SectionFill:
             own = e.raw[start:end].rstrip()
             shown_chars = len(plain_text(shown) if self.renderer.format == "xml" else shown) if shown else 0
             if shown is not None and shown_chars >= len(own):
+                tail = e.raw[start:].rstrip()
+                if start and self.grouped and shown_chars >= len(tail):  # all that follows fits: the room left
+                    # goes to the text before it (lean markup: its citation names every chunk shown)
+                    lead = self._lead_in(e, max_tokens)
+                    if lead is not None:
+                        return lead, f"cut to {e.id}'s own text, what follows it and the sentences just before it"
                 return shown, f"cut to {e.id}'s own text and what follows it" if start else None
             body = e.escape(own)
         return cut_passage(body, self.query, max_tokens, self.tokenizer, fill_rest=self.lean, last_resort=last_resort)
+
+    def _lead_in(self, e: _Entry, max_tokens: int) -> str | None:
+        """Merged passage ``e`` from the earliest sentence start before its best part whose text to the end
+        fits ``max_tokens`` (None when not even the sentence just before fits).
+
+        Why: the parts merged with the best one are the retriever's next best hits more often than not
+        (a document's two chunks at ranks 1 and 2); when the best part and all that follows fit, the room
+        left is theirs before any other passage's, and the text adjoining the best part reads on."""
+        assert e.focus is not None
+        starts = [a for a, _ in split_sentences(e.raw[: e.focus[0]])]
+        lead, low, high = None, 0, len(starts)  # the earlier the start, the more tokens: search for the first that fits
+        while low < high:
+            mid = (low + high) // 2
+            shown = e.escape(e.raw[starts[mid]:].rstrip())
+            if self.count(shown) <= max_tokens:
+                lead, high = shown, mid
+            else:
+                low = mid + 1
+        return lead
 
     def report_unshown_parts(self) -> None:
         """Parts merged into a passage that was cut, whose own text the cut does not show, are reported
@@ -459,9 +486,17 @@ class SectionFill:
         return sum(b.tokens for b in self.blocks)
 
     # -------------------------------------------------------------- blocks
-    def _text_blocks(self, body: str) -> None:
+    def text_block(self, body: str) -> str:
+        """A text section's whole block: ``body`` in its tags, or alone when :attr:`bare`."""
         s = self.section
-        text = self.renderer.text_block(self.tag, s.name, body, s.attributes, self.prose)
+        bare = self.renderer.bare_text(body) if self.bare else None
+        if bare is None:
+            self.bare = False  # a cut that would read as markup keeps its tags (and the report says so)
+            return self.renderer.text_block(self.tag, s.name, body, s.attributes, self.prose)
+        return bare
+
+    def _text_blocks(self, body: str) -> None:
+        text = self.text_block(body)
         self.blocks = [Block(text, self.count(text), exact=True)]
 
     def _entry_blocks(self) -> None:

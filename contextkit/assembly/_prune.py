@@ -64,7 +64,10 @@ def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Token
     or ``max_tokens`` is under 8 (a shorter remnant is not worth its tags).
 
     ``rest(sentence, tokens)`` (a tight budget): the room the whole sentences leave goes to the best
-    sentence left out, as ``rest`` cuts it (a piece up to a token boundary, marked), in its place."""
+    sentence left out, as ``rest`` cuts it (a piece up to a token boundary, marked), in its place; and the
+    first sentence in rank order that holds a word of the question and does not fit whole takes the room
+    left at once, so a sentence that shares nothing with the question never takes it (the sentences kept
+    may then be 0: the piece alone)."""
     if max_tokens < 8:
         return None
     spans = split_sentences(body)
@@ -78,6 +81,9 @@ def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Token
         if need <= left:
             chosen[i] = body[spans[i][0]:spans[i][1]]
             left -= need
+        elif rest is not None and scores[i] > 0 and (piece := rest(body[spans[i][0]:spans[i][1]], left - 2)):
+            chosen[i] = piece  # a tight budget: the room goes to this sentence's start, not to lesser ones
+            return _join(body, spans, chosen), len(chosen) - 1, len(spans)
     if not chosen:
         return None
     kept = len(chosen)

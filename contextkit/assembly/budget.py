@@ -134,7 +134,8 @@ class AssemblyOptions(Settings):
     message_tag: str = "message"
     text_escape: Literal["auto", "entities", "cdata"] = Field(
         default="auto", description="XML: how untrusted text is kept from breaking the structure: 'entities' "
-        "(&lt; and &amp;), 'cdata' (verbatim in CDATA sections), 'auto' (CDATA for text holding < or & where no < looks like markup)")
+        "(&lt; and &amp;), 'cdata' (verbatim in CDATA sections), 'auto' (CDATA for text holding three or more < "
+        "or & where no < looks like markup: fewer cost less as entities)")
     markup: Literal["full", "lean"] = Field(
         default="lean", description="evidence markup: 'lean', the default (a short citation id, the source once "
         "per run of one document's passages, which share one element; no score; report.citations maps each id "
@@ -218,7 +219,8 @@ def assemble(sections: Sequence[Section], budget: int | str | ModelProfile, *, h
         fills = _lean(fills)
         tags = ("carry only their citation id" if opts.markup == "lean" else
                 "carry only their id (and a source the id does not name)")
-        notes.append(f"tight budget ({limit:,} tokens): the instructions are stated once and evidence tags {tags}")
+        notes.append(f"tight budget ({limit:,} tokens): the instructions are stated once, sections that need no "
+                     f"tags go without them and evidence tags {tags}")
     flexible = _spend(fills, room, opts)
     total = settle(fills, flexible, room, tok)
     chat = chat_parts(fills)
@@ -364,10 +366,23 @@ def _tight(fills: list[SectionFill], room: int) -> bool:
 
 
 def _lean(fills: list[SectionFill]) -> list[SectionFill]:
-    """The fills for a tight budget: the instructions stated once (no reminder), lean evidence tags."""
+    """The fills for a tight budget: the instructions stated once (no reminder), lean evidence tags, and two
+    frames left out that tell a model nothing the rest does not: the key instructions' tags when they lead
+    the prompt as plain prose, and the evidence section's when it is the one section of items (each
+    element keeps its own tags, so untrusted text is still enclosed and cannot pass for instructions).
+
+    Why: at a budget of a hundred or two tokens these frames take a seventh of the room evidence has, and
+    which words of the best passage go in decides whether the answer does (bench/bench_small_budget.py)."""
+    fills = [f for f in fills if f.section.role != Role.REMINDER]
+    items = [f for f in fills if f.section.items is not None]
     for f in fills:
         f.lean = f.section.items is not None
-    return [f for f in fills if f.section.role != Role.REMINDER]
+        if f.section.role == Role.EVIDENCE and items == [f]:
+            f.bare = True
+    head = fills[0] if fills else None
+    if head is not None and head.section.role == Role.KEY_INSTRUCTIONS and head.body is not None:
+        head.bare = head.renderer.bare_text(head.body) is not None
+    return fills
 
 
 def _priority(section: Section) -> int:
@@ -493,4 +508,5 @@ def _section_report(f: SectionFill, start: int, end: int, items: list[ItemReport
         max_share=s.max_share,
         tokens=sum(b.tokens for b in f.blocks), start=start, end=end, status=section_status, reason=f.reason,
         items_included=counts[ItemStatus.INCLUDED], items_truncated=counts[ItemStatus.TRUNCATED],
-        items_dropped=counts[ItemStatus.DROPPED] + counts[ItemStatus.SUMMARIZED], markup_tokens=f.markup_tokens)
+        items_dropped=counts[ItemStatus.DROPPED] + counts[ItemStatus.SUMMARIZED], markup_tokens=f.markup_tokens,
+        tagged=not f.bare or not f.blocks)

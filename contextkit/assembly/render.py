@@ -87,12 +87,18 @@ _PYTHON_PSEUDO_NAMES = re.compile(
     r"|frozen [\w.]+|doctest [\w.\[\]-]+|ipython-input-[\w-]+|fstring)>")
 
 
+#: ``"auto"``: text with fewer ``<`` and ``&`` than this goes in with entities. Why: a CDATA section costs five
+#: tokens (cl100k: ``<![CDATA[`` and ``]]>``), an entity two more than its character, so for one or two of
+#: them ("McKinsey & Company", "a < b") entities cost less and read as well; code is verbatim, as it was.
+_VERBATIM_FROM = 3
+
+
 def _verbatim_is_safe(text: str) -> bool:
     """``"auto"``: whether text goes in verbatim (CDATA). Only where entities would change it
-    (``<`` or ``&``) and nothing in it looks like markup: a model does not parse CDATA, it
+    (``<`` or ``&``, at least :data:`_VERBATIM_FROM` of them) and nothing in it looks like markup: a model does not parse CDATA, it
     reads the characters, and a verbatim ``</document>`` reads like the end of one. Python's
     own bracketed names (:data:`_PYTHON_PSEUDO_NAMES`) are not markup."""
-    if "<" not in text and "&" not in text:
+    if text.count("<") + text.count("&") < _VERBATIM_FROM:
         return False
     if _TAG_LIKE.search(text) is None:
         return True
@@ -186,6 +192,15 @@ class Renderer:
             return f"{self.open(tag, title, attributes)}{body.strip()}\n\n"
         fence = _fence(body)
         return f"{self.open(tag, title, attributes)}{fence}\n{body}\n{fence}\n\n"
+
+    def bare_text(self, body: str) -> str | None:
+        """Trusted text (``body`` already escaped) as a plain paragraph, without its section's tags or
+        heading; None when it holds what could read as markup (``<`` or ``&`` in XML, a Markdown block
+        start), so it keeps them. A tight budget writes the key instructions this way at the head."""
+        text = (plain_text(body) if self.format == "xml" else body).strip()
+        if not text or "<" in text or "&" in text or "]]>" in text or not _plain_prose(text):
+            return None
+        return f"{text}\n\n"
 
     # ---------------------------------------------------------------- items
     def item_block(self, body: str, attributes: dict[str, str]) -> str:

@@ -59,6 +59,9 @@ class SectionReport(BaseModel):
     items_dropped: int = 0
     markup_tokens: int = Field(default=0, description="tokens of its tags, fences, headings, gaps and escaping: "
                                "its tokens less those of the text it carries (each text counted on its own)")
+    tagged: bool = Field(default=True, description="False where a tight budget left out the section's own tags "
+                         "(or Markdown heading): the key instructions then lead as plain prose, and the evidence's "
+                         "elements stand on their own, each in its own tags")
 
 
 class SessionReport(BaseModel):

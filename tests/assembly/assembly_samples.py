@@ -35,6 +35,13 @@ def _wrapped(prompt: str) -> ET.Element:
     return ET.fromstring(f"<prompt>{prompt}</prompt>")
 
 
+def _documents(prompt: str) -> list[ET.Element]:
+    """The evidence elements: in the evidence section, or on their own where a tight budget leaves its tags out."""
+    root = _wrapped(prompt)
+    evidence = root.find("evidence")
+    return list(evidence) if evidence is not None else root.findall("document")
+
+
 def _shown(prompt: str, report, section: str = "evidence") -> list[list[str]]:
     """The chunk ids each element of an evidence section shows, in prompt order, in either markup: an
     element's id in full markup, what ``report.citations`` maps its citation id to in lean."""

@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from assembly.assembly_samples import SENTENCES, _sections, _wrapped
+from assembly.assembly_samples import SENTENCES, _documents, _sections, _wrapped
 from contextkit.assembly import EvidenceItem, Section, assemble
 from contextkit.assembly._fill import PART_GAP
 from contextkit.assembly.context_assembler import AssemblerConfig, ContextAssembler
@@ -42,10 +42,6 @@ def _corpus(docs: int = 4, per_doc: int = 5, size: int = 6) -> list[EvidenceItem
             text = " ".join(f"{SENTENCES[(d + n + i) % len(SENTENCES)][:-1]} ({d}.{n}.{i})." for i in range(size))
             items.append(_chunk(f"docs/d{d}.md", n, text, 1.0 - (d * per_doc + n) / 100))
     return items
-
-
-def _documents(prompt: str) -> list:
-    return list(_wrapped(prompt).find("evidence"))
 
 
 class TestTheOption:
@@ -135,8 +131,10 @@ class TestExactBudgets:
         shown = [i for i in report.items if i.status in ("included", "truncated")]
         assert shown and all(i.citation in report.citations for i in shown)
         assert {i.id for i in shown} == {x for ids in report.citations.values() for x in ids}
-        frame = cl100k.count("<evidence>\n") + cl100k.count("</evidence>\n") if fmt == "xml" else cl100k.count(
-            "## Evidence\n\n")
+        framed = prompt[evidence.start:evidence.end].startswith("<evidence>" if fmt == "xml" else "## Evidence")
+        assert framed == (budget > 150)  # a tight budget leaves the frame out: the elements carry their own tags
+        frame = (cl100k.count("<evidence>\n") + cl100k.count("</evidence>\n") if fmt == "xml" else cl100k.count(
+            "## Evidence\n\n")) if framed else 0
         assert sum(i.tokens for i in shown) + frame == evidence.tokens  # an element's tokens split among its chunks
         if budget >= 400 and any(i.reason == "budget" for i in report.items):
             assert report.tokens >= 0.95 * budget  # the room is used: lean tags are counted as they are
@@ -162,10 +160,12 @@ class TestMarkupShare:
         assert shares["lean"] < shares["full"] / 1.5
 
     def test_text_sections_count_their_tags(self, cl100k):
-        prompt, report = assemble([Section("question", role="question", content="Why < here?")], 100)
-        (question,) = report.sections
-        assert prompt == "<question>\n<![CDATA[Why < here?]]>\n</question>\n"
-        assert question.markup_tokens == cl100k.count(prompt) - cl100k.count("Why < here?")
+        for text, body in (("Why < here?", "Why &lt; here?"),  # one < : an entity costs less than CDATA
+                           ("Why <, < and & here?", "<![CDATA[Why <, < and & here?]]>")):
+            prompt, report = assemble([Section("question", role="question", content=text)], 100)
+            (question,) = report.sections
+            assert prompt == f"<question>\n{body}\n</question>\n"
+            assert question.markup_tokens == cl100k.count(prompt) - cl100k.count(text) > 0
 
 
 class TestLeanStaysUnbreakable:
