@@ -34,7 +34,8 @@ def assemble(
         help="a tool's output or a log to include (repeatable): escaped, a long one keeps its head and tail")] = None,
     fmt: Annotated[str, typer.Option("--format", help="xml or markdown")] = "xml",
     text_escape: Annotated[str, typer.Option(
-        help="xml: auto (code and other text with < or & but nothing like a tag kept verbatim in CDATA), "
+        help="xml: auto (code and other text with three or more < or & but nothing like a tag kept verbatim in "
+             "CDATA; fewer as entities), "
              "entities (&lt; and &amp; always) or cdata (always verbatim)")] = "auto",
     mode: Annotated[str, typer.Option(help="retrieval: dense, bm25 or hybrid")] = "hybrid",
     k: Annotated[int | None, typer.Option("-k", help="chunks to retrieve [default: enough to fill the budget]")] = None,
