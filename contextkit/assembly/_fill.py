@@ -77,6 +77,8 @@ class _Entry:
     parts: tuple[tuple[str, int, int], ...] = ()  # a merged passage: (id, start, end) of each part in ``raw``
     doc: str = ""  # evidence: the document it belongs to (lean markup puts a run of one document in one element)
     citation: str | None = None  # lean markup: the short id of the element it is shown in
+    span: tuple[int, int] | None = None  # evidence: where its text lies in its document (the caller's offsets)
+    repeated: int = 0  # lean markup: characters of its start the passage before it in its element already shows
     _body: str | None = None
 
     @property
@@ -89,6 +91,11 @@ class _Entry:
     def current(self) -> str:
         """The body as it is rendered now: the cut one when truncated."""
         return self.shown if self.status == ItemStatus.TRUNCATED and self.shown is not None else self.body
+
+    @property
+    def displayed(self) -> str:
+        """The body as its element shows it: :attr:`current`, less the start the passage before repeats."""
+        return self.escape(self.raw[self.repeated:]) if self.repeated else self.current
 
 
 @dataclass
@@ -110,6 +117,7 @@ class SectionFill:
     relevance: Any = None  # evidence: the RelevanceReport of the gate
     lean: bool = False  # evidence under a tight budget: tags carry the id alone (see :meth:`attributes`)
     bare: bool = False  # a tight budget: shown without the section's own tags (see budget._lean)
+    unmerge: Callable[[], None] | None = None  # evidence: its candidates again, overlapping chunks not merged
     invisible_removed: int = 0  # invisible characters taken out of the untrusted text (set on the first fill)
     markup: str = "full"  # evidence: "full" or "lean" (see :data:`MARKUPS` and :meth:`group_attributes`)
     show_scores: bool = True  # evidence: the retrieval score on the tag
@@ -351,7 +359,35 @@ class SectionFill:
                         return lead, f"cut to {e.id}'s own text, what follows it and the sentences just before it"
                 return shown, f"cut to {e.id}'s own text and what follows it" if start else None
             body = e.escape(own)
+        else:
+            lo, hi = self._unshown(e)
+            if (lo, hi) != (0, len(e.raw)) and e.raw[lo:hi].strip():
+                cut = cut_passage(e.escape(e.raw[lo:hi].strip()), self.query, max_tokens, self.tokenizer,
+                                  fill_rest=self.lean, last_resort=last_resort)
+                return None if cut is None else (cut[0], f"{cut[1] or 'cut to fit'}; the text a passage shown "
+                                                  "beside it repeats left out")
         return cut_passage(body, self.query, max_tokens, self.tokenizer, fill_rest=self.lean, last_resort=last_resort)
+
+    def _unshown(self, e: _Entry) -> tuple[int, int]:
+        """The slice of ``e``'s text that the passages of its document taken whole do not already show (lean
+        markup under a tight budget chooses overlapping chunks one by one): their overlap cut off its ends,
+        checked on the texts. Why: the overlap holds the question's words as often as the chunk beside it
+        does, and a cut that picked it showed the same words twice in place of new ones."""
+        lo, hi = 0, len(e.raw)
+        if e.span is None or not self.grouped:
+            return lo, hi
+        c, d = e.span
+        for x in self.entries:
+            if x is e or x.status != ItemStatus.INCLUDED or x.doc != e.doc or x.span is None:
+                continue
+            a, b = x.span
+            if b - a != len(x.raw) or d - c != len(e.raw):
+                continue
+            if a <= c < b < d and x.raw.endswith(e.raw[: b - c]):
+                lo = max(lo, b - c)
+            elif c < a < d <= b and x.raw.startswith(e.raw[a - c:]):
+                hi = min(hi, a - c)
+        return lo, max(lo, hi)
 
     def _lead_in(self, e: _Entry, max_tokens: int) -> str | None:
         """Merged passage ``e`` from the earliest sentence start before its best part whose text to the end
@@ -542,8 +578,7 @@ class SectionFill:
             members = [self.entries[i] for i in group]
             for e in members:
                 e.citation = citation
-            text = self.renderer.item_block(PART_GAP.join(e.current for e in members),
-                                            self.group_attributes(members, citation))
+            text = self.renderer.item_block(_joined(members), self.group_attributes(members, citation))
             key = tuple(group)
             known = self._group_counts.get(key)
             if known is not None and known[0] == text:
@@ -569,7 +604,7 @@ class SectionFill:
         else:
             for b in self.blocks:
                 for i in b.items or ((b.item,) if b.item is not None else ()):
-                    texts.append(self._text_of(self.entries[i].current))
+                    texts.append(self._text_of(self.entries[i].displayed))
                     owners.append(i)
         counts = self.tokenizer.count_many(texts) if texts else []
         self.markup_tokens = max(0, sum(b.tokens for b in self.blocks) - sum(counts))
@@ -585,6 +620,33 @@ class SectionFill:
     def _text_of(self, body: str) -> str:
         """A rendered body's text as a reader reads it (XML unescaped, out of its CDATA section)."""
         return plain_text(body) if self.renderer.format == "xml" else body
+
+
+def _joined(members: list[_Entry]) -> str:
+    """The bodies of one lean element's passages, :data:`PART_GAP` between them; but where a passage shown
+    whole overlaps or adjoins the one shown whole before it in its document (chunks chosen one by one
+    under a tight budget, see ``budget._lean``), it reads on from where that one ends: the text it repeats
+    is left out, no gap. The overlap is checked on the texts, not trusted from the offsets."""
+    out: list[str] = []
+    for n, e in enumerate(members):
+        e.repeated = _repeats(members[n - 1], e) if n else 0
+        if n and not e.repeated:
+            out.append(PART_GAP)
+        out.append(e.displayed)
+    return "".join(out)
+
+
+def _repeats(before: _Entry, e: _Entry) -> int:
+    """How many characters of ``e``'s start ``before`` (the passage just before it in one element) shows as
+    its end, when both are shown whole and ``e`` reads on past it; 0 otherwise."""
+    whole = (ItemStatus.INCLUDED,)
+    if before.status not in whole or e.status not in whole or before.span is None or e.span is None:
+        return 0
+    (a, b), (c, d) = before.span, e.span
+    if not (a <= c <= b < d) or b - a != len(before.raw) or d - c != len(e.raw):
+        return 0
+    k = b - c
+    return k if k and before.raw.endswith(e.raw[:k]) else 0
 
 
 def _page_range(value: str) -> tuple[int, int]:

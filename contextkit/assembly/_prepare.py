@@ -88,8 +88,14 @@ def prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: flo
     elif section.messages is not None:
         fill.entries = _message_entries(section, renderer)
     else:
-        _add_evidence(fill, list(section.items or []), min_score, merge, evidence_order,
-                      relevance or ("budget", 0.0, None), section.relevance_anchor)
+        items = list(section.items or [])
+        gate_args = relevance or ("budget", 0.0, None)
+        _add_evidence(fill, items, min_score, merge, evidence_order, gate_args, section.relevance_anchor)
+        if merge:
+            def unmerge() -> None:
+                fill.entries = []
+                _add_evidence(fill, items, min_score, False, evidence_order, gate_args, section.relevance_anchor)
+            fill.unmerge = unmerge
     return fill
 
 
@@ -132,7 +138,9 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
         fill.entries.append(_Entry(id=item.id, raw=item.text, escape=renderer.body, attrs=_attributes(item),
                                    body_tokens=trusted, source=item.source, score=item.score,
                                    focus=_focus(item) if item.id in merged_into else None,
-                                   parts=_parts(item) if item.id in merged_into else (), doc=document_key(item)))
+                                   parts=_parts(item) if item.id in merged_into else (), doc=document_key(item),
+                                   span=(item.start, item.end) if item.start is not None and item.end is not None
+                                   and item.id not in merged_into else None))
     fill.orderer = _orderer(fill, kept, evidence_order)
     fill.groups_documents = evidence_order != "score"
 

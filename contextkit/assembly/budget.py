@@ -372,13 +372,20 @@ def _lean(fills: list[SectionFill]) -> list[SectionFill]:
     element keeps its own tags, so untrusted text is still enclosed and cannot pass for instructions).
 
     Why: at a budget of a hundred or two tokens these frames take a seventh of the room evidence has, and
-    which words of the best passage go in decides whether the answer does (bench/bench_small_budget.py)."""
+    which words of the best passage go in decides whether the answer does (bench/bench_small_budget.py).
+
+    In lean markup the evidence is also chosen chunk by chunk, by each chunk's own score, rather than as
+    merged passages: a merged passage that fit whole took in a neighbour chunk ranked below other
+    documents' best chunks, and used their room. Chunks of one document that overlap are still shown as
+    one run of text in one element (:func:`._fill._joined`)."""
     fills = [f for f in fills if f.section.role != Role.REMINDER]
     items = [f for f in fills if f.section.items is not None]
     for f in fills:
         f.lean = f.section.items is not None
         if f.section.role == Role.EVIDENCE and items == [f]:
             f.bare = True
+        if f.grouped and f.unmerge is not None:
+            f.unmerge()
     head = fills[0] if fills else None
     if head is not None and head.section.role == Role.KEY_INSTRUCTIONS and head.body is not None:
         head.bare = head.renderer.bare_text(head.body) is not None

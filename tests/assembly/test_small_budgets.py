@@ -9,7 +9,6 @@ import pytest
 from assembly.assembly_samples import _documents, _wrapped
 from contextkit.assembly import EvidenceItem, Section, assemble
 from contextkit.assembly._fill import PART_GAP
-from contextkit.core.text import split_sentences
 
 INSTRUCTIONS = "Answer from the documents only; cite the document id you use."
 
@@ -53,11 +52,14 @@ class TestTheBestChunkFirst:
             assert doc.get("id") == "harbour.md::1"
             from_best = DOC[len(OPENING):]
             assert all(piece.removesuffix("…").strip() in from_best for piece in shown.split(" … "))
-        else:  # the best chunk and all that follows fit: the room left goes to the sentences just before it,
-            # and the citation names each chunk whose own text is shown, in the text's order
-            assert report.citations == {doc.get("id"): ["harbour.md::0", "harbour.md::1", "harbour.md::2"]}
-            assert DOC.rstrip().endswith(shown) and len(shown) < len(DOC.rstrip())
-            assert shown.startswith(tuple(OPENING[a:b] for a, b in split_sentences(OPENING)))
+        else:  # a tight budget chooses chunk by chunk, by score: the best whole, then the next best in the
+            # room left, shown in reading order in one element; the citation names exactly those chunks
+            statuses = {i.id: i.status for i in report.items}
+            assert statuses == {"harbour.md::1": "included", "harbour.md::0": "truncated", "harbour.md::2": "dropped"}
+            assert report.citations == {doc.get("id"): ["harbour.md::0", "harbour.md::1"]}
+            first, best = shown.split(PART_GAP)
+            assert best.strip() == DOC[len(OPENING):len(OPENING) + len(MIDDLE) + 15].strip()  # ::1, whole
+            assert all(p.strip().removesuffix("…") in OPENING for p in first.split(" … "))  # ::0's own text
 
     def test_the_report_names_exactly_the_chunks_shown(self, cl100k):
         _, report = assemble(_sections(_chunks()), 150, markup="full")  # the cut starts at ::1's own text
@@ -285,23 +287,44 @@ class TestTheRoomLeftGoesToTheNextPassage:
         assert statuses["harbour.md::1"] == "truncated" and statuses["market.md::0"] == "truncated"
         assert "Margaret Ellwood" in prompt and "Edmund Hale in 1204" in prompt
 
+    def test_lean_tight_budgets_choose_chunk_by_chunk_and_show_overlapping_chunks_as_one_text(self, cl100k):
+        # lean markup under a tight budget: each chunk enters by its own score (a merged passage that fit whole
+        # took in a neighbour ranked below other documents' chunks: XQuAD and SQuAD at 300 tokens lost the
+        # answer of the document ranked next); chunks of one document shown whole read on as one text
+        items = [*_chunks(), EvidenceItem(id="market.md::0", text=self.FERRY, source="market.md", score=0.7)]
+        question = QUESTION + " Who founded the Thursday market?"
+        prompt, report = assemble(_sections(items, question), 200, verify=True, markup="lean")
+        assert cl100k.count(prompt) == report.tokens <= 200 and any(n.startswith("tight") for n in report.notes)
+        statuses = {i.id: i.status for i in report.items if i.section == "evidence"}
+        assert statuses["harbour.md::1"] == statuses["market.md::0"] == "included"  # 0.93 and 0.7 before 0.55
+        assert "merged" not in statuses.values() and "Edmund Hale in 1204" in prompt
+        whole = assemble(_sections(_chunks(), question), 210, verify=True, markup="lean")  # the three fit
+        [doc] = _documents(whole.prompt)
+        assert "".join(doc.itertext()).strip() == DOC.strip()  # one text: no overlap repeated, no gap
+        assert whole.report.citations == {"1": ["harbour.md::0", "harbour.md::1", "harbour.md::2"]}
+        evidence = next(s for s in whole.report.sections if s.name == "evidence")
+        assert 0 < evidence.markup_tokens <= cl100k.count('<document id="1">\n\n</document>\n')  # tags, no gap
+        assert sum(i.tokens for i in whole.report.items if i.section == "evidence") == evidence.tokens
+
     def test_lean_a_merged_passage_cut_to_its_best_part_gives_the_room_before_it_to_its_own_text(self, cl100k):
-        # lean markup: when the best chunk and all that follows fit, the room left goes to the sentences just
-        # before it (the chunk merged with it, ranked above the next passage) before any other passage; the
-        # citation names that chunk too (XQuAD: a paragraph's two chunks at ranks 1 and 2, the answer in the
-        # earlier one, and the room went to the passage at rank 3)
-        items = [*_chunks(), EvidenceItem(id="market.md::0", text=self.FERRY, source="market.md", score=0.3)]
-        question = QUESTION + " What are the walls of the customs house made of?"
-        prompt, report = assemble(_sections(items, question), 180, verify=True, markup="lean")
-        assert cl100k.count(prompt) == report.tokens <= 180
-        by_id = {i.id: i for i in report.items if i.section == "evidence"}
-        assert by_id["harbour.md::1"].status == "truncated" and "just before it" in (by_id["harbour.md::1"].detail or "")
-        assert "Margaret Ellwood" in prompt and "local grey stone" in prompt and "Ferries leave the quay" not in prompt
+        # a budget that is not tight still merges; when the merged passage does not fit whole but its best
+        # chunk and all that follows do, the room left goes to the sentences just before the best chunk
+        # (the chunk merged with it was ranked above any other passage), and the citation names that chunk
+        opening = " ".join(f"The quay was paved in {1700 + n} with stone from the northern quarry." for n in range(60))
+        text = opening + " " + MIDDLE + CLOSING
+        a, b = len(opening) + 1, len(opening) + 1 + len(MIDDLE)
+        spans = [(0, a + 20), (a, b + 15), (b, len(text))]
+        items = [EvidenceItem(id=f"long.md::{i}", text=text[s:e], source="long.md", score=score, doc_id="long.md",
+                              start=s, end=e) for i, ((s, e), score) in enumerate(zip(spans, [0.5, 0.9, 0.4]))]
+        prompt, report = assemble(_sections(items), 400, verify=True, markup="lean")
+        assert cl100k.count(prompt) == report.tokens <= 400 and not any(n.startswith("tight") for n in report.notes)
+        by_id = {i.id: i for i in report.items}
+        assert by_id["long.md::1"].status == "truncated" and "just before it" in (by_id["long.md::1"].detail or "")
         [doc] = _documents(prompt)
-        assert report.citations[doc.get("id")] == ["harbour.md::0", "harbour.md::1", "harbour.md::2"]
-        assert by_id["harbour.md::0"].status == "merged" and by_id["harbour.md::0"].citation == doc.get("id")
         shown = "".join(doc.itertext()).strip()
-        assert DOC.rstrip().endswith(shown)  # whole sentences from just before the best chunk to the end
+        assert text.endswith(shown) and shown.startswith("The quay was paved in") and "Margaret Ellwood" in shown
+        assert report.citations[doc.get("id")] == ["long.md::0", "long.md::1", "long.md::2"]
+        assert by_id["long.md::0"].status == "merged" and by_id["long.md::0"].citation == doc.get("id")
 
     def test_a_sentence_that_shares_nothing_with_the_question_never_takes_the_best_ones_room(self, cl100k):
         # the second passage's best sentence does not fit whole, a shorter one that holds no word of the
