@@ -376,17 +376,13 @@ class SectionFill:
         lo, hi = 0, len(e.raw)
         if e.span is None or not self.grouped:
             return lo, hi
-        c, d = e.span
         for x in self.entries:
             if x is e or x.status != ItemStatus.INCLUDED or x.doc != e.doc or x.span is None:
                 continue
-            a, b = x.span
-            if b - a != len(x.raw) or d - c != len(e.raw):
-                continue
-            if a <= c < b < d and x.raw.endswith(e.raw[: b - c]):
-                lo = max(lo, b - c)
-            elif c < a < d <= b and x.raw.startswith(e.raw[a - c:]):
-                hi = min(hi, a - c)
+            if x.span[1] < e.span[1]:  # x ends first: it may show e's start
+                lo = max(lo, _overlap(x, e))
+            else:  # it may show e's end
+                hi = min(hi, len(e.raw) - _overlap(e, x))
         return lo, max(lo, hi)
 
     def _lead_in(self, e: _Entry, max_tokens: int) -> str | None:
@@ -639,14 +635,22 @@ def _joined(members: list[_Entry]) -> str:
 def _repeats(before: _Entry, e: _Entry) -> int:
     """How many characters of ``e``'s start ``before`` (the passage just before it in one element) shows as
     its end, when both are shown whole and ``e`` reads on past it; 0 otherwise."""
-    whole = (ItemStatus.INCLUDED,)
-    if before.status not in whole or e.status not in whole or before.span is None or e.span is None:
+    if before.status != ItemStatus.INCLUDED or e.status != ItemStatus.INCLUDED or before.span is None \
+            or e.span is None or e.span[1] <= before.span[1]:
         return 0
-    (a, b), (c, d) = before.span, e.span
-    if not (a <= c <= b < d) or b - a != len(before.raw) or d - c != len(e.raw):
+    return _overlap(before, e)
+
+
+def _overlap(first: _Entry, second: _Entry) -> int:
+    """How many characters of ``second``'s start are ``first``'s end, by their spans in their document
+    (``first`` starting no later and ending no later), checked on the texts: 0 where the spans are not
+    their texts' or the texts disagree (offsets come from the caller, untrusted)."""
+    if first.span is None or second.span is None:
         return 0
-    k = b - c
-    return k if k and before.raw.endswith(e.raw[:k]) else 0
+    (a, b), (c, d) = first.span, second.span
+    if b - a != len(first.raw) or d - c != len(second.raw) or not a <= c < b <= d:
+        return 0
+    return b - c if first.raw.endswith(second.raw[: b - c]) else 0
 
 
 def _page_range(value: str) -> tuple[int, int]:
