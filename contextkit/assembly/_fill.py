@@ -78,7 +78,8 @@ class _Entry:
     doc: str = ""  # evidence: the document it belongs to (lean markup puts a run of one document in one element)
     citation: str | None = None  # lean markup: the short id of the element it is shown in
     span: tuple[int, int] | None = None  # evidence: where its text lies in its document (the caller's offsets)
-    repeated: int = 0  # lean markup: characters of its start the passage before it in its element already shows
+    repeated: int | None = None  # lean markup: characters of its start the passage before it in its element
+    # already shows, when it reads on from that passage (0: it adjoins it); None: a gap before it
     _body: str | None = None
 
     @property
@@ -380,9 +381,9 @@ class SectionFill:
             if x is e or x.status != ItemStatus.INCLUDED or x.doc != e.doc or x.span is None:
                 continue
             if x.span[1] < e.span[1]:  # x ends first: it may show e's start
-                lo = max(lo, _overlap(x, e))
+                lo = max(lo, _overlap(x, e) or 0)
             else:  # it may show e's end
-                hi = min(hi, len(e.raw) - _overlap(e, x))
+                hi = min(hi, len(e.raw) - (_overlap(e, x) or 0))
         return lo, max(lo, hi)
 
     def _lead_in(self, e: _Entry, max_tokens: int) -> str | None:
@@ -625,32 +626,33 @@ def _joined(members: list[_Entry]) -> str:
     is left out, no gap. The overlap is checked on the texts, not trusted from the offsets."""
     out: list[str] = []
     for n, e in enumerate(members):
-        e.repeated = _repeats(members[n - 1], e) if n else 0
-        if n and not e.repeated:
+        e.repeated = _repeats(members[n - 1], e) if n else None
+        if n and e.repeated is None:
             out.append(PART_GAP)
         out.append(e.displayed)
     return "".join(out)
 
 
-def _repeats(before: _Entry, e: _Entry) -> int:
+def _repeats(before: _Entry, e: _Entry) -> int | None:
     """How many characters of ``e``'s start ``before`` (the passage just before it in one element) shows as
-    its end, when both are shown whole and ``e`` reads on past it; 0 otherwise."""
+    its end (0: they adjoin), when both are shown whole and ``e`` reads on past it; None otherwise."""
     if before.status != ItemStatus.INCLUDED or e.status != ItemStatus.INCLUDED or before.span is None \
             or e.span is None or e.span[1] <= before.span[1]:
-        return 0
+        return None
     return _overlap(before, e)
 
 
-def _overlap(first: _Entry, second: _Entry) -> int:
-    """How many characters of ``second``'s start are ``first``'s end, by their spans in their document
-    (``first`` starting no later and ending no later), checked on the texts: 0 where the spans are not
-    their texts' or the texts disagree (offsets come from the caller, untrusted)."""
+def _overlap(first: _Entry, second: _Entry) -> int | None:
+    """How many characters of ``second``'s start are ``first``'s end (0: ``second`` starts where ``first``
+    ends), by their spans in their document (``first`` starting no later and ending no later), checked on
+    the texts; None where they neither overlap nor adjoin, the spans are not their texts' or the texts
+    disagree (offsets come from the caller, untrusted)."""
     if first.span is None or second.span is None:
-        return 0
+        return None
     (a, b), (c, d) = first.span, second.span
-    if b - a != len(first.raw) or d - c != len(second.raw) or not a <= c < b <= d:
-        return 0
-    return b - c if first.raw.endswith(second.raw[: b - c]) else 0
+    if b - a != len(first.raw) or d - c != len(second.raw) or not a <= c <= b <= d:
+        return None
+    return b - c if first.raw.endswith(second.raw[: b - c]) else None
 
 
 def _page_range(value: str) -> tuple[int, int]:

@@ -164,3 +164,76 @@ def test_get_profile_suggests_the_closest_name():
     with pytest.raises(ProfileError) as caught:
         get_profile("a-model-nobody-ships")
     assert "did you mean" not in str(caught.value)
+
+
+class TestATightPromptFromAnotherProcess:
+    """Issue 29, the way a user runs it: real PEPs (numbers, versions, abbreviations) ingested, then
+    ``python -m contextkit assemble`` in another process at a few hundred tokens, the prompt read back with a
+    real XML parser and the report as JSON."""
+
+    def test_tight_layout_chunk_by_chunk_and_verbatim_runs(self, peps, embedder, tmp_path, cl100k):
+        import subprocess
+        import sys
+        import xml.etree.ElementTree as ET
+
+        from contextkit.assembly._fill import PART_GAP
+        from contextkit.index import Index
+        from contextkit.ingestion import ingest
+
+        chosen = [p for p in peps if p.name in ("pep-0008.rst", "pep-0257.rst", "pep-0020.rst")]
+        assert len(chosen) == 3
+        corpus = tmp_path / "peps"
+        corpus.mkdir()
+        for p in chosen:
+            (corpus / p.name).write_bytes(p.read_bytes())
+        ingest([corpus], tmp_path / "ix", embedder=embedder, chunk_size=64, chunk_overlap=16)
+        instructions = tmp_path / "rules.txt"
+        instructions.write_text("Answer from the documents only; cite the document id you use.\n", encoding="utf-8")
+        prompt_file, report_file = tmp_path / "prompt.txt", tmp_path / "report.json"
+        question = "What is the maximum line length and how should long lines be wrapped?"
+        done = subprocess.run([sys.executable, "-m", "contextkit", "assemble", question, "--index", str(tmp_path / "ix"),
+                               "--budget", "300", "--instructions", str(instructions), "--out", str(prompt_file),
+                               "--report", str(report_file), "-q"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        prompt = prompt_file.read_text(encoding="utf-8")
+        report = json.loads(report_file.read_text(encoding="utf-8"))
+        assert cl100k.count(prompt) == report["tokens"] <= 300
+        assert any(n.startswith("tight budget") for n in report["notes"])
+
+        # the instructions lead as prose, then our elements only: documents without an evidence frame, the question
+        root = ET.fromstring(f"<prompt>{prompt}</prompt>")
+        assert root.text == "Answer from the documents only; cite the document id you use.\n\n"
+        assert [c.tag for c in root][-1] == "question" and {c.tag for c in root[:-1]} == {"document"}
+        assert all(not (c.tail or "").strip() for c in root)
+        tagged = {s["name"]: s["tagged"] for s in report["sections"] if s["tokens"]}
+        assert tagged == {"instructions": False, "evidence": False, "question": True}
+
+        # chunk by chunk: nothing merged; every run of text shown is the document's own, read from the index
+        assert not any(i["status"] == "merged" for i in report["items"])
+        spans: dict[str, tuple[int, int]] = {}
+        with Index.open(tmp_path / "ix", read_only=True) as index:
+            texts: dict[str, list[str]] = {}
+            for source in {c for ids in report["citations"].values() for c in ids}:
+                doc_id = source.rsplit("::", 1)[0]
+                if doc_id not in texts:
+                    chunks = index.document_chunks(doc_id)
+                    chars = [""] * max(c.end for c in chunks)
+                    for c in chunks:
+                        chars[c.start:c.end] = list(c.text)
+                        spans[c.id] = (c.start, c.end)
+                    texts[doc_id] = chars
+        status = {i["id"]: i["status"] for i in report["items"]}
+        joined = 0
+        for doc in root.findall("document"):
+            ids = report["citations"][doc.get("id")]
+            text = "".join(texts[ids[0].rsplit("::", 1)[0]])
+            for run in doc.text.strip("\n").split(PART_GAP):
+                for piece in run.split(" … "):
+                    piece = piece.removesuffix("…").strip()
+                    assert piece in text, piece  # overlapping chunks shown whole read on: no repeat, no splice
+            for first, second in zip(ids, ids[1:]):  # two chunks shown whole that overlap: one run, no gap
+                (a, b), (c, d) = spans[first], spans[second]
+                if status[first] == status[second] == "included" and a <= c <= b < d:
+                    joined += 1
+                    assert text[a:d].strip() in doc.text, (first, second)
+        assert joined and "79 characters" in prompt
