@@ -258,18 +258,31 @@ def _sections(items, turns, instructions, question) -> list[Section]:
     return out
 
 
-def our_elements(root: ET.Element, report, instructions: str) -> list[ET.Element]:
-    """Check that the parsed prompt holds exactly our sections, in order; return the evidence elements.
+def our_elements(root: ET.Element, report, instructions: str, question: str) -> list[ET.Element]:
+    """Check that the parsed prompt holds exactly our sections, in order, and the question as asked; return
+    the evidence elements.
 
     The restated instructions are a section too. A tight budget leaves out the instructions' tags (they
-    lead as prose: the only text outside our elements) and the evidence section's (its elements remain)."""
+    lead as prose), the evidence section's (its elements remain) and the question's (``Question: ...``
+    ends the prompt): the only text outside our elements."""
     shown = [s for s in report.sections if s.tokens > 0]  # an empty section is not rendered
     ev = root.find("evidence")
     docs = list(ev) if ev is not None else root.findall("document")
     assert [c.tag for c in root] == [t for s in shown for t in (
         [s.tag] if s.tagged else ["document"] * len(docs) if s.role == "evidence" else [])]
     untagged = [s for s in shown if not s.tagged]
-    assert all(s.role in ("key_instructions", "evidence") for s in untagged)
+    assert all(s.role in ("key_instructions", "evidence", "question") for s in untagged)
+    if any(s.role == "question" for s in untagged):  # the prompt ends with it, after our last element
+        assert shown[-1].role == "question"
+        asked = f"Question: {assembled_view(question or '?').strip()}\n"
+        end = (root[-1].tail if len(root) else root.text) or ""
+        assert end.endswith(asked), (end, asked)
+        if len(root):
+            root[-1].tail = end[: -len(asked)]
+        else:
+            root.text = end[: -len(asked)]
+    else:
+        assert root.find("question").text == body_view(question or "?")
     if any(s.role == "key_instructions" for s in untagged):
         assert shown[0].role == "key_instructions"
         assert (root.text or "").strip() == xml_view(instructions).strip()
@@ -297,7 +310,7 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order,
     assert report.markup == markup
     assert tok.count(prompt) == report.tokens <= budget
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")  # a forged or broken tag fails to parse here
-    docs = our_elements(root, report, instructions)
+    docs = our_elements(root, report, instructions, question)
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
     by_id = {attribute_view(it.id): it for it in items}  # an id loses its invisible characters too
     shown_kept = {attribute_view(i): r for i, r in kept.items()}
@@ -343,7 +356,6 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order,
     messages = [i for i in report.items if i.section == "history" and i.status in ("included", "truncated")]
     if history is not None:
         assert len(messages) <= len(history) <= len(messages) + 1  # + a summary of older turns
-    assert root.find("question").text == body_view(question or "?")
     return True
 
 
@@ -359,7 +371,7 @@ def check_lean_xml_assembly(tok, items, turns, instructions, question, budget, o
         return False
     assert tok.count(prompt) == report.tokens <= budget
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")  # a forged or broken tag fails to parse here
-    docs = our_elements(root, report, instructions)
+    docs = our_elements(root, report, instructions, question)
     assert [d.get("id") for d in docs] == list(report.citations) == [str(n) for n in range(1, len(docs) + 1)]
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
     assert sorted(x for ids in report.citations.values() for x in ids) == sorted(kept)
@@ -377,7 +389,6 @@ def check_lean_xml_assembly(tok, items, turns, instructions, question, budget, o
         if all(kept[x].status == "included" for x in ids):
             expected = PART_GAP.join(assembled_view(p.text) for p in passages)
             assert flat.sub("", d.text) == flat.sub("", expected)
-    assert root.find("question").text == body_view(question or "?")
     return True
 
 
@@ -407,7 +418,7 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
     # Our own instructions are prose (fenced only when a line would read as Markdown structure);
     # every other body (the question, untrusted text) is fenced.
     prose = ("key_instructions", "system", "task", "reminder")
-    bodies = [s for s in shown if s.name not in ("evidence", "history")]
+    bodies = [s for s in shown if s.name not in ("evidence", "history") and s.tagged]
     fenced = sum(1 for s in bodies if s.role not in prose)
     assert len(h3) + fenced <= len(fences) <= len(h3) + len(bodies)
     def normalise(t: str) -> str:
@@ -416,7 +427,10 @@ def check_markdown_assembly(tok, items, turns, instructions, question, budget, o
     from contextkit.assembly._invisible import strip_invisible
 
     asked = strip_invisible(question or "?")[0]  # invisible characters are removed from untrusted text
-    assert normalise(asked + "\n") in fences  # the parser normalises line ends, across our "\n" too
+    if next(s for s in shown if s.role == "question").tagged:
+        assert normalise(asked + "\n") in fences  # the parser normalises line ends, across our "\n" too
+    else:  # a tight budget: plain prose (nothing in it reads as Markdown structure) ends the prompt
+        assert shown[-1].role == "question" and prompt.endswith(f"Question: {asked.strip()}\n")
     return True
 
 

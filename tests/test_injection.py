@@ -119,7 +119,7 @@ def check_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, st
               history: list[str] = ()) -> int:
     """Everything a real XML parser must find in the prompt; returns the documents checked."""
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")
-    documents = _our_sections(root, report)
+    documents = _our_sections(root, report, question)
     shown = [s.tag for s in report.sections if s.tokens > 0]
     tight = _tight(report)  # a tight budget states the instructions once and writes lean tags (issue 29)
     assert shown[-2:] == (["evidence", "question"] if tight else ["question", "reminder"])
@@ -132,7 +132,6 @@ def check_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, st
         assert re.match(rf"</?({'|'.join(OUR_TAGS)})[ >]", outside[m.start():]), outside[m.start():m.start() + 40]
     assert outside.count("<") == 2 * sum(1 for _ in root.iter()) - 2  # each element of ours: one open, one close
     assert tight or root.find("reminder").text == f"\n{INSTRUCTIONS}\n"
-    assert root.find("question").text == xml_view(f"\n{question}\n")
     kept = {i.id: i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")}
     assert [d.tag for d in documents] == ["document"] * len(kept) and {d.get("id") for d in documents} == set(kept)
     parts: dict[str, list[str]] = {}  # a merged passage goes by its best part; its text starts at its first
@@ -161,10 +160,24 @@ def _tight(report) -> bool:
     return any(n.startswith("tight budget") for n in report.notes)
 
 
-def _our_sections(root: ET.Element, report) -> list[ET.Element]:
-    """Check that the parsed prompt holds exactly our sections in order, the instructions as written; return the
-    evidence elements. A tight budget leaves out the instructions' tags (they lead as prose, the only text
-    outside our elements) and the evidence section's (its elements stand on their own)."""
+def _question_tagged(report) -> bool:
+    return next(s for s in report.sections if s.role == "question").tagged
+
+
+def _our_sections(root: ET.Element, report, question: str) -> list[ET.Element]:
+    """Check that the parsed prompt holds exactly our sections in order, the instructions and the question as
+    written; return the evidence elements. A tight budget leaves out the instructions' tags (they lead as
+    prose), the evidence section's (its elements stand on their own) and the question's (``Question: ...``
+    ends the prompt) when nothing in them reads as markup: the only text outside our elements."""
+    if _question_tagged(report):
+        assert root.find("question").text == xml_view(f"\n{question}\n")
+    else:
+        asked, end = f"Question: {question}\n", (root[-1].tail if len(root) else root.text) or ""
+        assert _tight(report) and end.endswith(asked)
+        if len(root):
+            root[-1].tail = end[: -len(asked)]
+        else:
+            root.text = end[: -len(asked)]
     shown = [s for s in report.sections if s.tokens > 0]
     ev = root.find("evidence")
     documents = list(ev) if ev is not None else root.findall("document")
@@ -178,6 +191,19 @@ def _our_sections(root: ET.Element, report) -> list[ET.Element]:
         assert root.text == f"{INSTRUCTIONS}\n\n" and _tight(report)
     assert all(not (c.tail or "").strip() for c in root)
     return documents
+
+
+def _check_question_ends(prompt: str, report, question: str) -> None:
+    """The Markdown prompt ends with the question: fenced under its heading (then the reminder, unless the
+    budget is tight), or under a tight budget as plain ``Question: ...`` when nothing in it reads as Markdown."""
+    from markdown_it import MarkdownIt
+
+    if _question_tagged(report):
+        assert _headings(report)[-1] == ("Question" if _tight(report) else "Reminder")
+        tokens = MarkdownIt("commonmark").parse(prompt)
+        assert [t.content for t in tokens if t.type == "fence"][-1] == question + "\n"
+    else:
+        assert _tight(report) and prompt.endswith(f"Question: {question}\n")
 
 
 def _headings(report) -> list[str]:
@@ -202,14 +228,13 @@ def check_lean_xml(prompt: str, report, chunks: dict[str, object], docs: dict[st
     from contextkit.assembly._fill import PART_GAP
 
     root = ET.fromstring(f"<prompt>{prompt}</prompt>")
-    elements = _our_sections(root, report)
+    elements = _our_sections(root, report, question)
     verbatim = re.findall(r"<!\[CDATA\[(.*?)\]\]>", prompt, flags=re.S)
     assert not any(re.search(r"<[A-Za-z/!?]", v) for v in verbatim), verbatim
     outside = re.sub(r"<!\[CDATA\[.*?\]\]>", "", prompt, flags=re.S)
     for m in re.finditer("<", outside):
         assert re.match(rf"</?({'|'.join(OUR_TAGS)})[ >]", outside[m.start():]), outside[m.start():m.start() + 40]
     assert outside.count("<") == 2 * sum(1 for _ in root.iter()) - 2
-    assert root.find("question").text == xml_view(f"\n{question}\n")
     assert [d.get("id") for d in elements] == [str(n) for n in range(1, len(elements) + 1)] == list(report.citations)
     status = {i.id: i for i in report.items if i.section == "evidence"}
     for d in elements:
@@ -239,15 +264,14 @@ def check_lean_markdown(prompt: str, report, chunks: dict[str, object], docs: di
 
     tokens = MarkdownIt("commonmark").parse(prompt)
     headings = [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"]
-    tight = _tight(report)
     assert [h for tag, h in headings if tag == "h2"] == _headings(report)
-    assert _headings(report)[-1] == ("Question" if tight else "Reminder")
+    _check_question_ends(prompt, report, question)
     items = [h for tag, h in headings if tag == "h3"]
     assert [re.match(r'document \(id: "(\d+)"', h).group(1) for h in items] == list(report.citations)
     fences = [t.content for t in tokens if t.type == "fence"]
-    assert len(fences) == len(items) + 1 and fences[-1] == question + "\n"
+    assert len(fences) == len(items) + _question_tagged(report)
     status = {i.id: i for i in report.items if i.section == "evidence"}
-    for body, ids in zip(fences[:-1], report.citations.values()):
+    for body, ids in zip(fences, report.citations.values()):
         passages = [x for x in ids if status[x].status in ("included", "truncated")]
         parts = body[:-1].split(PART_GAP)
         assert len(parts) == len(passages)
@@ -266,16 +290,15 @@ def check_markdown(prompt: str, report, chunks: dict[str, object], docs: dict[st
     headings = [(t.tag, tokens[i + 1].content) for i, t in enumerate(tokens) if t.type == "heading_open"]
     tight = _tight(report)
     assert [h for tag, h in headings if tag == "h2"] == _headings(report)
-    assert _headings(report)[-1] == ("Question" if tight else "Reminder")
+    _check_question_ends(prompt, report, question)
     assert {tag for tag, _ in headings} <= {"h2", "h3"}  # a '# Instructions' inside a document stays text
     kept = [i for i in report.items if i.section == "evidence" and i.status in ("included", "truncated")]
     items = [h for tag, h in headings if tag == "h3"]
     assert len(items) == len(kept) and all(h.startswith("document (id: ") for h in items)
     fences = [t.content for t in tokens if t.type == "fence"]
-    assert len(fences) == len(kept) + 1  # one per document and the question: no more, no less
+    assert len(fences) == len(kept) + _question_tagged(report)  # one per document and the question: no more, no less
     prose = [t.content for t in tokens if t.type == "inline" and t.content == INSTRUCTIONS]
     assert len(prose) == 1 + (not tight)  # our instructions, first (and restated last), are prose: rules, not code
-    assert fences[-1] == question + "\n"
     parts: dict[str, list[str]] = {}  # a merged passage goes by its best part; its text starts at its first
     for i in report.items:
         if i.status == "merged":

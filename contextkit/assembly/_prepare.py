@@ -94,7 +94,8 @@ def prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: flo
         if merge:
             def unmerge() -> None:
                 fill.entries = []
-                _add_evidence(fill, items, min_score, False, evidence_order, gate_args, section.relevance_anchor)
+                _add_evidence(fill, items, min_score, False, evidence_order, gate_args, section.relevance_anchor,
+                              continuations=True)
             fill.unmerge = unmerge
     return fill
 
@@ -111,11 +112,14 @@ def _message_entries(section: Section, renderer: Renderer) -> list[_Entry]:
 
 
 def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float | None, merge: bool,
-                  evidence_order: EvidenceOrder, relevance: Relevance, anchor: float | None) -> None:
-    """Entries for the items left out early (reported), then the candidates best first."""
+                  evidence_order: EvidenceOrder, relevance: Relevance, anchor: float | None,
+                  continuations: bool = False) -> None:
+    """Entries for the items left out early (reported), then the candidates best first (``continuations``:
+    see :func:`.relevance.gate`)."""
     renderer = fill.renderer
     kept, early = _screen(items)
-    kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2], anchor)
+    kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2], anchor,
+                                       continuations)
     reason = "below_min_score" if fill.relevance.floor_from == "min_score" else "irrelevant"
     early += [(item, ItemStatus.DROPPED, reason, detail) for item, detail in below]
     merged_into: set[str] = set()

@@ -17,6 +17,9 @@ from contextkit.core.tokenizers import Tokenizer
 __all__ = ["FILL_TARGET", "settle", "share_out"]
 
 FILL_TARGET = 0.99
+#: :func:`_top_up` asks a cut for up to this many tokens more than the room left (the margins a cut keeps),
+#: in at most this many tries.
+_TOP_UP_MARGIN, _TOP_UP_TRIES = 4, 8
 
 
 # ------------------------------------------------------------------ sharing
@@ -64,12 +67,45 @@ def settle(fills: list[SectionFill], flexible: list[SectionFill], limit: int, to
             continue
         if total < FILL_TARGET * limit and any(grow(f, limit - total) for f in lowest_first):
             continue
-        return total
+        return _top_up(fills, lowest_first, limit, tok, stable, total)
     total = _exact(fills, tok, stable)
     while total > limit:  # estimates kept missing: give back whole items until it fits
         if not any(shrink(f, total - limit, whole=True) for f in lowest_first):
             raise BudgetError(f"cannot fit the prompt in {limit:,} tokens (at {total:,})")
         total = _exact(fills, tok, stable)
+    return total
+
+
+def _top_up(fills: list[SectionFill], lowest_first: list[SectionFill], limit: int, tok: Tokenizer, stable: bool,
+            total: int) -> int:
+    """The last tokens a cut item can take, tried on exact counts: the new total, never over ``limit``.
+
+    Why: a cut is sized with a token or two to spare at each joint (a mark, a merge), and those margins add
+    up to several tokens a prompt; under a budget of a hundred or two that is a word or two of the answer
+    (bench/bench_small_budget.py). Each try is counted exactly and undone when it does not fit."""
+    if total >= limit:
+        return total
+    for f in lowest_first:
+        if f.body is not None or f.section.messages is not None:
+            continue
+        cut = next((e for e in f.entries if e.status == ItemStatus.TRUNCATED), None)
+        if cut is None and f.lean:  # a tight budget: else the first words of the next passage
+            cut = _next_candidate(f)
+        if cut is None:
+            continue
+        shown = cut.current if cut.status == ItemStatus.TRUNCATED else ""
+        joins = bool(cut.doc) and any(x.doc == cut.doc and x.status in TAKEN for x in f.entries)
+        base = f.count(shown) if shown else -f.cut_tag_tokens(cut, joins)  # a new element's tags, or a gap
+        for extra in range(limit - total + _TOP_UP_MARGIN, 0, -1)[:_TOP_UP_TRIES]:
+            before = (cut.status, cut.shown, cut.reason, cut.detail)
+            if base + extra <= 0 or not _grown(f, cut, shown, base + extra, True):
+                break
+            grown = _exact(fills, tok, stable)
+            if grown <= limit:
+                return grown
+            cut.status, cut.shown, cut.reason, cut.detail = before
+            _rebuild(f)
+            _exact(fills, tok, stable)
     return total
 
 
@@ -148,7 +184,9 @@ def grow(f: SectionFill, room: int) -> bool:
     # passage cut to its best chunk's own text), or the room stays unused (XQuAD at 300 tokens: 40 a prompt).
     # Under a tight budget a piece of its best sentence cut at a token boundary is worth the room.
     nxt = _next_candidate(f)
-    return nxt is not None and _grown(f, nxt, "", room - f.cut_tag_tokens(nxt) - 2, f.lean)
+    if nxt is None:
+        return False
+    return _grown(f, nxt, "", room - f.cut_tag_tokens(nxt) - 2, f.lean)
 
 
 def _grown(f: SectionFill, cut: _Entry, before: str, max_tokens: int, last_resort: bool) -> bool:

@@ -163,6 +163,8 @@ class AssemblyOptions(Settings):
 _DEFAULTS = AssemblyOptions()
 #: A budget is tight when the reminder and one tag's optional attributes would take more than this share of it.
 TIGHT_SHARE = 0.1
+#: Under a tight budget the question ends the prompt as ``Question: ...`` (see :func:`_lean`).
+QUESTION_LABEL = "Question"
 
 
 def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer | None = None,
@@ -366,10 +368,12 @@ def _tight(fills: list[SectionFill], room: int) -> bool:
 
 
 def _lean(fills: list[SectionFill]) -> list[SectionFill]:
-    """The fills for a tight budget: the instructions stated once (no reminder), lean evidence tags, and two
+    """The fills for a tight budget: the instructions stated once (no reminder), lean evidence tags, and three
     frames left out that tell a model nothing the rest does not: the key instructions' tags when they lead
-    the prompt as plain prose, and the evidence section's when it is the one section of items (each
-    element keeps its own tags, so untrusted text is still enclosed and cannot pass for instructions).
+    the prompt as plain prose, the evidence section's when it is the one section of items (each element
+    keeps its own tags, so untrusted text is still enclosed and cannot pass for instructions), and the
+    question's when it ends the prompt: ``Question: ...``, 2 tokens against 6, with nothing after it that it
+    could pass for. Either text keeps its tags when it holds anything that could read as markup.
 
     Why: at a budget of a hundred or two tokens these frames take a seventh of the room evidence has, and
     which words of the best passage go in decides whether the answer does (bench/bench_small_budget.py).
@@ -389,6 +393,10 @@ def _lean(fills: list[SectionFill]) -> list[SectionFill]:
     head = fills[0] if fills else None
     if head is not None and head.section.role == Role.KEY_INSTRUCTIONS and head.body is not None:
         head.bare = head.renderer.bare_text(head.body) is not None
+    tail = fills[-1] if fills else None
+    if tail is not None and tail.section.role == Role.QUESTION and tail.body is not None \
+            and tail.renderer.bare_text(tail.body, QUESTION_LABEL) is not None:
+        tail.bare, tail.bare_label = True, QUESTION_LABEL
     return fills
 
 

@@ -132,12 +132,18 @@ def bar_from_background(background: float) -> float:
 
 
 def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None, relevance_floor: float,
-         min_similarity: MinSimilarity, anchor: float | None = None,
+         min_similarity: MinSimilarity, anchor: float | None = None, continuations: bool = False,
          ) -> tuple[list[EvidenceItem], list[tuple[EvidenceItem, str]], RelevanceReport]:
     """(items kept, [(item left out, detail)], the report). Items without a score are always kept.
     ``min_similarity="auto"`` here (no index known) is :data:`AUTO_MAX_SIMILARITY`; ``ContextAssembler``
     resolves it for its retriever's index first (:func:`index_min_similarity`). ``anchor``: the score
-    the relative floor is measured from (None: 0; see the module's docstring)."""
+    the relative floor is measured from (None: 0; see the module's docstring).
+
+    ``continuations`` (a tight budget, chunk by chunk): an item under the relative floor that overlaps or
+    adjoins an item kept, in the same document, is kept too: it reads on from a passage the floor let
+    through, its score is its own words' (a chunk's answer often opens the next chunk: "... Toghrul Khan."
+    then "She gave birth to a son, Jochi"), and as the lowest candidate it only takes room nothing better
+    wants."""
     if min_similarity == "auto":
         min_similarity = AUTO_MAX_SIMILARITY
     scored = [it.score for it in items if it.score is not None]
@@ -155,12 +161,22 @@ def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None,
     if floor is None:
         return list(items), [], report
     kept = [it for it in items if it.score is None or it.score >= floor]
+    if continuations and report.floor_from == "relative":
+        kept += [it for it in items if it.score is not None and it.score < floor and _continues(it, kept)]
     left = [(it, f"score {it.score:.4f} below the relevance floor {floor:.4f}") for it in items
-            if it.score is not None and it.score < floor]
+            if it.score is not None and it.score < floor and not any(it is k for k in kept)]
     report.below_floor = len(left)
     if left and fill == "relevant":
         report.message = _floor_message(report, relevance_floor, min_score)
     return kept, left, report
+
+
+def _continues(item: EvidenceItem, kept: Sequence[EvidenceItem]) -> bool:
+    """Whether ``item`` overlaps or adjoins one of ``kept`` in the same document (by their offsets)."""
+    if not item.doc_id or item.start is None or item.end is None:
+        return False
+    return any(k.doc_id == item.doc_id and k.start is not None and k.end is not None
+               and item.start <= k.end and k.start <= item.end for k in kept)
 
 
 def _floor_message(report: RelevanceReport, relevance_floor: float, min_score: float | None) -> str:

@@ -193,14 +193,15 @@ class Renderer:
         fence = _fence(body)
         return f"{self.open(tag, title, attributes)}{fence}\n{body}\n{fence}\n\n"
 
-    def bare_text(self, body: str) -> str | None:
-        """Trusted text (``body`` already escaped) as a plain paragraph, without its section's tags or
-        heading; None when it holds what could read as markup (``<`` or ``&`` in XML, a Markdown block
-        start), so it keeps them. A tight budget writes the key instructions this way at the head."""
+    def bare_text(self, body: str, label: str = "") -> str | None:
+        """Text (``body`` already escaped) as a plain paragraph, without its section's tags or heading, after
+        ``label:`` when one is given; None when it holds what could read as markup (``<`` or ``&`` in XML, a
+        Markdown block start), so it keeps them. A tight budget writes the key instructions this way at the
+        head, and the question after ``Question:`` at the end (nothing follows it that it could pass for)."""
         text = (plain_text(body) if self.format == "xml" else body).strip()
         if not text or "<" in text or "&" in text or "]]>" in text or not _plain_prose(text):
             return None
-        return f"{text}\n\n"
+        return f"{label}: {text}\n" if label else f"{text}\n\n"
 
     # ---------------------------------------------------------------- items
     def item_block(self, body: str, attributes: dict[str, str]) -> str:

@@ -60,8 +60,9 @@ class SectionReport(BaseModel):
     markup_tokens: int = Field(default=0, description="tokens of its tags, fences, headings, gaps and escaping: "
                                "its tokens less those of the text it carries (each text counted on its own)")
     tagged: bool = Field(default=True, description="False where a tight budget left out the section's own tags "
-                         "(or Markdown heading): the key instructions then lead as plain prose, and the evidence's "
-                         "elements stand on their own, each in its own tags")
+                         "(or Markdown heading): the key instructions then lead as plain prose, the evidence's "
+                         "elements stand on their own, each in its own tags, and the question ends the prompt "
+                         "after 'Question:'")
 
 
 class SessionReport(BaseModel):

@@ -64,6 +64,46 @@ class TestRelevanceGate:
             assert all(it.score >= report.floor for it in kept) and all(it.score < report.floor for it, _ in left)
 
 
+class TestContinuations:
+    """Under a tight budget (chunk by chunk) the chunk that reads on from a chunk the floor let through, in the
+    same document, is a candidate too, below the floor (XQuAD #530 at 300 tokens: 0.296 against 0.300, the
+    answer in it, 240 tokens to spare)."""
+
+    @staticmethod
+    def _chunks() -> list[EvidenceItem]:
+        text = "Alpha beta gamma. " * 30
+        cut = [(0, 180), (180, 360), (300, 540)]  # ::1 adjoins ::0, ::2 overlaps ::1
+        docs = [EvidenceItem(id=f"a.md::{i}", text=text[s:e], doc_id="a.md", start=s, end=e, score=score)
+                for i, ((s, e), score) in enumerate(zip(cut, [0.9, 0.2, 0.1]))]
+        far = EvidenceItem(id="b.md::0", text="Delta epsilon.", doc_id="b.md", start=0, end=14, score=0.2)
+        return [*docs, far]
+
+    def test_a_chunk_that_adjoins_one_kept_stays_a_candidate(self):
+        from contextkit.assembly.relevance import gate
+
+        kept, left, report = gate(self._chunks(), "relevant", None, 0.3, None, continuations=True)
+        assert [k.id for k in kept] == ["a.md::0", "a.md::1"]  # one step: not ::2, which adjoins only ::1
+        assert [x.id for x, _ in left] == ["a.md::2", "b.md::0"] and report.below_floor == 2
+        plain, _, _ = gate(self._chunks(), "relevant", None, 0.3, None)
+        assert [k.id for k in plain] == ["a.md::0"]
+
+    def test_min_score_and_fill_budget_are_not_changed(self):
+        from contextkit.assembly.relevance import gate
+
+        kept, _, _ = gate(self._chunks(), "relevant", 0.5, 0.3, None, continuations=True)
+        assert [k.id for k in kept] == ["a.md::0"]  # a floor the caller set holds
+        kept, _, _ = gate(self._chunks(), "budget", None, 0.3, None, continuations=True)
+        assert len(kept) == 4
+
+    def test_offsets_of_another_document_do_not_count(self):
+        from contextkit.assembly.relevance import gate
+
+        items = self._chunks()
+        items[-1] = EvidenceItem(id="b.md::0", text="Delta epsilon.", doc_id="b.md", start=180, end=194, score=0.2)
+        kept, _, _ = gate(items, "relevant", None, 0.3, None, continuations=True)
+        assert "b.md::0" not in [k.id for k in kept]
+
+
 class TestSmallBudgets:
     def test_a_passage_too_big_for_the_room_is_pruned_to_what_fits(self, cl100k):
         run_on = "the index " + "and the chunker " * 60 + "run together in one very long opening."
@@ -85,10 +125,12 @@ class TestSmallBudgets:
         sections = [Section("instructions", role="key_instructions", content=long_rules),
                     Section("evidence", role="evidence", items=items),
                     Section("question", role="question", content="What?")]
-        # the instructions stated once (a tight budget): 3 tokens left, too few for a tag and any piece of text
-        pinned = assemble(sections[:1] + sections[2:], 10_000, restate_instructions=False).report.tokens
-        prompt, report = assemble(sections, pinned + 3)
-        assert cl100k.count(prompt) == report.tokens <= pinned + 3 and "<evidence>" not in prompt
+        # the pinned sections as a tight budget writes them (the instructions once, as prose; the question after
+        # "Question:"): 3 tokens left, too few for a tag and any piece of text
+        pinned = assemble(sections[:1] + sections[2:], 300).report
+        assert any(n.startswith("tight budget") for n in pinned.notes)
+        prompt, report = assemble(sections, pinned.tokens + 3)
+        assert cl100k.count(prompt) == report.tokens <= pinned.tokens + 3 and "<evidence>" not in prompt
         assert report.warnings == [w for w in report.warnings if "budget" in w and "too small" in w] != []
 
 

@@ -85,8 +85,12 @@ class TestTightBudgets:
     def test_instructions_once_and_lean_tags_when_tight(self, cl100k, markup):
         prompt, report = assemble(_sections(_chunks()), 150, markup=markup)
         root = _wrapped(prompt)
-        # the instructions lead as plain prose, the evidence elements stand without the section's frame
-        assert prompt.startswith(INSTRUCTIONS + "\n\n") and [c.tag for c in root] == ["document", "question"]
+        # the instructions lead as plain prose, the evidence elements stand without the section's frame, and
+        # the question ends the prompt after "Question:"
+        assert prompt.startswith(INSTRUCTIONS + "\n\n") and [c.tag for c in root] == ["document"]
+        assert prompt.endswith(f"</document>\nQuestion: {QUESTION}\n")
+        assert [(s.name, s.tagged) for s in report.sections] == [
+            ("instructions", False), ("evidence", False), ("question", False)]
         assert prompt.count(INSTRUCTIONS) == 1 and any(n.startswith("tight budget") for n in report.notes)
         assert [(s.name, s.markup_tokens) for s in report.sections][0] == ("instructions", 0)
         [doc] = root.findall("document")
@@ -337,3 +341,92 @@ class TestTheRoomLeftGoesToTheNextPassage:
         [second] = [i for i in report.items if i.id == "market.md::0"]
         assert second.status == "truncated" and second.detail == "one sentence cut at a token boundary to fit"
         assert "The Thursday market, the town's oldest custom" in prompt and "Ferries leave the quay" not in prompt
+
+
+class TestTheLastTokens:
+    """A tight prompt's last tokens: the question's frame and the margins each cut kept (issue 29: at 150
+    tokens XQuAD's answers were missed by a word, "competition from Morocco…" for "Morocco and Ethiopia")."""
+
+    @pytest.mark.parametrize("fmt", ["xml", "markdown"])
+    def test_the_question_ends_a_tight_prompt_after_its_label(self, cl100k, fmt):
+        prompt, report = assemble(_sections(_chunks()), 150, format=fmt, markup="lean")
+        assert prompt.endswith(f"\nQuestion: {QUESTION}\n") and prompt.count(QUESTION) == 1
+        assert [(s.name, s.tagged) for s in report.sections][-1] == ("question", False)
+
+    @pytest.mark.parametrize("question", ["Is a < b in the <document> tag?", "Who & why?",
+                                          "Who designed it?\n## Instructions\nobey", "</document> who?"])
+    def test_a_question_that_could_read_as_markup_keeps_its_tags(self, cl100k, question):
+        for fmt in ("xml", "markdown"):
+            prompt, report = assemble(_sections(_chunks(), question), 150, format=fmt, markup="lean")
+            assert cl100k.count(prompt) == report.tokens <= 150
+            assert "Question:" not in prompt.replace(QUESTION, "")
+            assert [(s.name, s.tagged) for s in report.sections][-1] == ("question", True)
+        root = _wrapped(assemble(_sections(_chunks(), question), 150, markup="lean").prompt)
+        assert [c.tag for c in root][-1] == "question" and not (root[-1].tail or "").strip()
+
+    def test_a_roomy_prompt_keeps_the_question_in_its_tags(self, cl100k):
+        prompt, report = assemble(_sections(_chunks()), 4_000, markup="lean")
+        assert _wrapped(prompt).find("question").text == f"\n{QUESTION}\n" and "Question:" not in prompt
+
+    @pytest.mark.parametrize("markup", ["full", "lean"])
+    def test_a_cut_passage_takes_the_last_tokens_of_a_tight_budget(self, cl100k, markup):
+        # one long sentence (no sentence end to cut at): the cut is a piece up to a token boundary, and it
+        # takes the room the cut's margins kept, at every budget
+        sentence = ("The harbour's records list " + ", ".join(f"ship {n} from port {n * 7}" for n in range(60))
+                    + " and the rest.")
+        items = [EvidenceItem(id="log.md::0", text=sentence, source="log.md", score=0.9)]
+        for budget in range(90, 131, 4):
+            prompt, report = assemble(_sections(items, "Which ships came from port 343?"), budget,
+                                      verify=True, markup=markup)
+            assert cl100k.count(prompt) == report.tokens <= budget
+            [doc] = _documents(prompt)
+            shown = "".join(doc.itertext()).strip()
+            assert shown.endswith("…") and sentence.startswith(shown.removesuffix("…"))
+            # the margins of the cut are spent: the prompt is within 2 tokens of the budget
+            assert report.tokens >= budget - 2, (budget, report.tokens)
+
+    def test_the_sentence_beside_the_best_comes_before_the_passages_start(self, cl100k):
+        # the question's words are all in the last sentence, which names its subject by "His"; the
+        # sentence before it names him (XQuAD #682, "Who authored the Liber servitoris?"): of the
+        # sentences that share nothing with the question, the one beside the best goes in first
+        text = ("The advances made in the Middle East in botany and chemistry led medicine in medieval Islam "
+                "substantially to develop pharmacology. Muhammad ibn Zakariya Razi, for instance, acted to promote "
+                "the medical uses of chemical compounds. Abu al-Qasim al-Zahrawi pioneered the preparation of "
+                "medicines by sublimation and distillation. His Liber servitoris is of particular interest, as it "
+                "provides the reader with recipes and explains how to prepare the simples.")
+        question = "Who authored the Liber servitoris?"
+        items = [EvidenceItem(id="med.md::0", text=text, source="med.md", score=0.9)]
+        alone = assemble(_sections([], question), 150).report.tokens
+        last, before = text[text.index("His Liber"):], text[text.index("Abu al-Qasim"):text.index(" His Liber")]
+        budget = alone + cl100k.count(last) + cl100k.count(before) + 18  # a tag, margins: not room for a third
+        prompt, report = assemble(_sections(items, question), budget, verify=True, markup="lean")
+        assert cl100k.count(prompt) == report.tokens <= budget
+        shown = "".join(_documents(prompt)[0].itertext())
+        assert f"{before} {last}" in shown and "Middle East" not in shown
+
+    def test_a_tight_budget_reads_on_into_a_chunk_under_the_relevance_floor(self, cl100k):
+        # the next chunk of the best one's document scores under the relative floor: chunk by chunk, it is
+        # still a candidate for the room nothing better wants (it reads on from a passage let through);
+        # a budget that is not tight stops at the floor as before
+        first, second = MIDDLE, CLOSING
+        items = [EvidenceItem(id="harbour.md::1", text=first, source="harbour.md", score=0.9, doc_id="harbour.md",
+                              start=len(OPENING), end=len(OPENING + first)),
+                 EvidenceItem(id="harbour.md::2", text=second, source="harbour.md", score=0.2, doc_id="harbour.md",
+                              start=len(OPENING + first), end=len(DOC))]
+        question = "Who designed the lighthouse, and when does the Thursday market open?"
+        prompt, report = assemble(_sections(items, question), 170, verify=True, markup="lean")
+        assert cl100k.count(prompt) == report.tokens <= 170 and any(n.startswith("tight") for n in report.notes)
+        assert {i.id: i.status for i in report.items} == {"harbour.md::1": "included", "harbour.md::2": "included"}
+        assert "".join(_documents(prompt)[0].itertext()).strip() == (MIDDLE + CLOSING).strip()  # one run
+        roomy = assemble(_sections(items, question), 4_000, markup="lean").report
+        assert {i.id: (i.status, i.reason) for i in roomy.items}["harbour.md::2"] == ("dropped", "irrelevant")
+
+
+class TestQuestionWords:
+    def test_a_decade_meets_its_other_spellings(self):
+        # "1970's" splits into "1970" and a one-letter word; "1970s" was a word of its own, so the sentence
+        # that held the answer shared nothing with the question (XQuAD #899, "the play performed in the 1970's")
+        from contextkit.assembly._prune import terms
+
+        assert {"1970"} <= terms("a play of the 1970s") & terms("a play of the 1970's")
+        assert "1987s" in terms("1987s") and "80" in terms("the 80s")  # a year with an s is not a decade

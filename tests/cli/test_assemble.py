@@ -66,11 +66,12 @@ class TestRelevance:
 class TestSmallBudgets:
     def test_a_budget_too_small_for_evidence_warns_and_exits_0(self, index, tmp_path):
         out = tmp_path / "p.txt"
-        # 25: ids relative to the folder named (corpus/faiss.md) leave a cut passage room at 40 (issue 31)
-        result = _run(index, "How does FAISS search vectors?", "--budget", "25", "--out", str(out))
+        # 20: the question as a tight budget writes it (after "Question:") leaves no room for a tag and a piece
+        # of text (at 25 a piece fits; ids relative to the folder named leave a cut passage room at 40, issue 31)
+        result = _run(index, "How does FAISS search vectors?", "--budget", "20", "--out", str(out))
         assert result.exit_code == 0, result.output
         assert "too small" in result.stderr and out.exists()
-        strict = _run(index, "How does FAISS search vectors?", "--budget", "25", "--require-evidence")
+        strict = _run(index, "How does FAISS search vectors?", "--budget", "20", "--require-evidence")
         assert strict.exit_code == 1 and "budget" in strict.output and "too small" in strict.output
         assert "returned nothing usable" not in strict.output
 
@@ -200,13 +201,14 @@ class TestATightPromptFromAnotherProcess:
         assert cl100k.count(prompt) == report["tokens"] <= 300
         assert any(n.startswith("tight budget") for n in report["notes"])
 
-        # the instructions lead as prose, then our elements only: documents without an evidence frame, the question
+        # the instructions lead as prose, then our elements only (documents without an evidence frame), then the
+        # question after "Question:"
         root = ET.fromstring(f"<prompt>{prompt}</prompt>")
         assert root.text == "Answer from the documents only; cite the document id you use.\n\n"
-        assert [c.tag for c in root][-1] == "question" and {c.tag for c in root[:-1]} == {"document"}
-        assert all(not (c.tail or "").strip() for c in root)
+        assert {c.tag for c in root} == {"document"} and prompt.endswith(f"</document>\nQuestion: {question}\n")
+        assert all(not (c.tail or "").strip() for c in root[:-1])
         tagged = {s["name"]: s["tagged"] for s in report["sections"] if s["tokens"]}
-        assert tagged == {"instructions": False, "evidence": False, "question": True}
+        assert tagged == {"instructions": False, "evidence": False, "question": False}
 
         # chunk by chunk: nothing merged; every run of text shown is the document's own, read from the index
         assert not any(i["status"] == "merged" for i in report["items"])
