@@ -29,8 +29,8 @@ __all__ = ["TAG_ATTRIBUTES_KEY", "prepare", "redacted", "tag_attributes"]
 
 #: An item left out before choosing: (item, status, reason, detail).
 _Early = tuple[EvidenceItem, ItemStatus, str | None, str | None]
-#: How evidence is gated: (fill, relevance_floor, min_similarity).
-Relevance = tuple[FillMode, float, float | None]
+#: How evidence is gated: (fill, relevance_floor, min_similarity, the question).
+Relevance = tuple[FillMode, float, float | None, str | None]
 
 
 def redacted(section: Section, redactor: Redactor) -> Section:
@@ -80,7 +80,7 @@ def prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: flo
             merge: bool, evidence_order: EvidenceOrder, relevance: Relevance | None = None) -> SectionFill:
     """The section's fill: its escaped text, its messages, or its evidence best first.
 
-    ``relevance`` is ``(fill, relevance_floor, min_similarity)`` (see :mod:`.relevance`);
+    ``relevance`` is ``(fill, relevance_floor, min_similarity, question)`` (see :mod:`.relevance`);
     None fills to the budget, with ``min_score`` the only floor."""
     fill = SectionFill(section, renderer, tok)
     if section.content is not None:
@@ -89,7 +89,7 @@ def prepare(section: Section, renderer: Renderer, tok: Tokenizer, min_score: flo
         fill.entries = _message_entries(section, renderer)
     else:
         items = list(section.items or [])
-        gate_args = relevance or ("budget", 0.0, None)
+        gate_args = relevance or ("budget", 0.0, None, None)
         _add_evidence(fill, items, min_score, merge, evidence_order, gate_args, section.relevance_anchor)
         if merge:
             def unmerge() -> None:
@@ -119,7 +119,7 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
     renderer = fill.renderer
     kept, early = _screen(items)
     kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2], anchor,
-                                       continuations)
+                                       continuations, relevance[3])
     reason = "below_min_score" if fill.relevance.floor_from == "min_score" else "irrelevant"
     early += [(item, ItemStatus.DROPPED, reason, detail) for item, detail in below]
     merged_into: set[str] = set()

@@ -297,7 +297,8 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
         cleaned = [without_invisible(s) for s in sections]
         sections, removed = [s for s, _ in cleaned], sum(n for _, n in cleaned)
     min_similarity = index_min_similarity(None) if opts.min_similarity == "auto" else opts.min_similarity  # no index here
-    gate = (opts.fill, opts.relevance_floor, min_similarity)
+    question = "\n".join(s.content for s in sections if s.role == Role.QUESTION and s.content) or None
+    gate = (opts.fill, opts.relevance_floor, min_similarity, question)
     fills = [prepare(sections[i], renderer, tok, opts.min_score, opts.merge_passages, opts.evidence_order, gate)
              for i in order]
     if fills:

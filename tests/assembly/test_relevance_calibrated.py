@@ -60,3 +60,43 @@ def test_an_index_too_small_to_measure_keeps_the_fixed_gate(tmp_path, embedder):
     ingest([tmp_path / "docs"], tmp_path / "ix", embedder=embedder)
     with Index.open(tmp_path / "ix", read_only=True) as index:
         assert background_similarity(index) is None and index_min_similarity(index) == AUTO_MAX_SIMILARITY
+
+
+#: An index on one subject: its passages are alike, so its bar stays at 0.3, and a short question about
+#: one of them sits far from every passage's embedding (SQuAD's "Who was Guy's Rival?" on its Normans
+#: paragraphs: 0.245, no evidence).
+ONE_SUBJECT = [
+    "The kingdom of Jerusalem was ruled in the 1180s by Guy of Lusignan, whose claim to the crown came through "
+    "his wife Sibylla. His rival, Conrad of Montferrat, held Tyre and refused to accept him as king.",
+    "The crusader army marched along the coast in the summer of 1191, taking Acre after a long siege. The "
+    "crusader kings quarrelled over the spoils and the garrison of the city.",
+    "Crusader castles were built on hills above the roads, with thick walls, towers and cisterns. The castle of "
+    "Krak des Chevaliers held two thousand men of the crusader orders.",
+    "The military orders of the crusades, the Templars and the Hospitallers, guarded pilgrims on the roads to "
+    "Jerusalem and owned estates across the crusader states.",
+    "Crusader ships carried pilgrims, horses and supplies from Venice and Genoa to the ports of the crusader "
+    "kingdom, and the merchants of those cities won quarters in every port.",
+    "The crusader states minted their own coins, copies of the Arab dinar, and traded with the Muslim cities of "
+    "the interior in times of truce.",
+    "After the battle of Hattin in 1187 most crusader castles fell, and the crusader kingdom was reduced to a "
+    "strip of coastal towns.",
+    "Crusader chronicles, written by clergy who travelled with the armies, tell of the sieges and battles of the "
+    "crusades and of the quarrels of the crusader lords.",
+]
+
+
+def test_a_question_whose_every_word_one_passage_holds_is_not_off_topic(tmp_path, embedder):
+    (tmp_path / "docs").mkdir()
+    for i, text in enumerate(ONE_SUBJECT):
+        (tmp_path / "docs" / f"p{i}.txt").write_text(text + "\n", encoding="utf-8")
+    ingest([tmp_path / "docs"], tmp_path / "ix", embedder=embedder)
+    with Index.open(tmp_path / "ix", read_only=True) as index:
+        assembler = ContextAssembler(2000, retriever=HybridRetriever(index, embedder))
+        asked = assembler.assemble("Who was Guy's rival?")
+        cake = assembler.assemble("How do I bake a chocolate cake?")
+        paraphrase = assembler.assemble("Who opposed Guy?")  # a word no passage holds: the cosine decides
+    relevance = asked.report.relevance
+    assert relevance.best_similarity < relevance.min_similarity == AUTO_MAX_SIMILARITY
+    assert not relevance.off_topic and relevance.words_found and "Conrad of Montferrat" in asked.prompt
+    assert cake.report.relevance.off_topic and not cake.report.relevance.words_found and "Conrad" not in cake.prompt
+    assert paraphrase.report.relevance.off_topic and "<document" not in paraphrase.prompt
