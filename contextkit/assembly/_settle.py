@@ -82,14 +82,16 @@ def _top_up(fills: list[SectionFill], lowest_first: list[SectionFill], limit: in
 
     Why: a cut is sized with a token or two to spare at each joint (a mark, a merge), and those margins add
     up to several tokens a prompt; under a budget of a hundred or two that is a word or two of the answer
-    (bench/bench_small_budget.py). Each try is counted exactly and undone when it does not fit."""
+    (bench/bench_small_budget.py). Each try is counted exactly and undone when it does not fit. Under a
+    tight budget only (evidence in ``lean`` fills): in a large prompt a few tokens are worth less than the
+    recounts, which without a stable tokenizer are of the whole prompt."""
     if total >= limit:
         return total
     for f in lowest_first:
-        if f.body is not None or f.section.messages is not None:
+        if f.body is not None or f.section.messages is not None or not f.lean:
             continue
         cut = next((e for e in f.entries if e.status == ItemStatus.TRUNCATED), None)
-        if cut is None and f.lean:  # a tight budget: else the first words of the next passage
+        if cut is None:  # the first words of the next passage
             cut = _next_candidate(f)
         if cut is None:
             continue
