@@ -186,9 +186,7 @@ def grow(f: SectionFill, room: int) -> bool:
     # passage cut to its best chunk's own text), or the room stays unused (XQuAD at 300 tokens: 40 a prompt).
     # Under a tight budget a piece of its best sentence cut at a token boundary is worth the room.
     nxt = _next_candidate(f)
-    if nxt is None:
-        return False
-    return _grown(f, nxt, "", room - f.cut_tag_tokens(nxt) - 2, f.lean)
+    return nxt is not None and _grown(f, nxt, "", room - f.cut_tag_tokens(nxt) - 2, f.lean)
 
 
 def _grown(f: SectionFill, cut: _Entry, before: str, max_tokens: int, last_resort: bool) -> bool:
