@@ -29,6 +29,8 @@ __all__ = ["MARKUPS", "OWN_ATTRIBUTES", "PART_GAP", "Block", "SectionFill", "lea
 MARKUPS = ("full", "lean")
 #: Between two passages of one document in one lean element: the text between them is not shown.
 PART_GAP = "\n…\n"
+#: Under a tight budget the question ends the prompt as ``Question: ...`` (see ``budget._lean``).
+QUESTION_LABEL = "Question"
 #: The citation id whose tag is counted while choosing, before the real ones are known (two digits: one token).
 _PLACEHOLDER_ID = "10"
 
@@ -118,7 +120,6 @@ class SectionFill:
     relevance: Any = None  # evidence: the RelevanceReport of the gate
     lean: bool = False  # evidence under a tight budget: tags carry the id alone (see :meth:`attributes`)
     bare: bool = False  # a tight budget: shown without the section's own tags (see budget._lean)
-    bare_label: str = ""  # what a bare section's text follows ("Question": ``Question: ...``), if anything
     unmerge: Callable[[], None] | None = None  # evidence: its candidates again, overlapping chunks not merged
     invisible_removed: int = 0  # invisible characters taken out of the untrusted text (set on the first fill)
     markup: str = "full"  # evidence: "full" or "lean" (see :data:`MARKUPS` and :meth:`group_attributes`)
@@ -523,7 +524,8 @@ class SectionFill:
     def text_block(self, body: str) -> str:
         """A text section's whole block: ``body`` in its tags, or alone when :attr:`bare`."""
         s = self.section
-        bare = self.renderer.bare_text(body, self.bare_label) if self.bare else None
+        label = QUESTION_LABEL if s.role == Role.QUESTION else ""
+        bare = self.renderer.bare_text(body, label) if self.bare else None
         if bare is None:
             self.bare = False  # a cut that would read as markup keeps its tags (and the report says so)
             return self.renderer.text_block(self.tag, s.name, body, s.attributes, self.prose)

@@ -119,7 +119,7 @@ def _add_evidence(fill: SectionFill, items: list[EvidenceItem], min_score: float
     renderer = fill.renderer
     kept, early = _screen(items)
     kept, below, fill.relevance = gate(kept, relevance[0], min_score, relevance[1], relevance[2], anchor,
-                                       continuations, relevance[3])
+                                       continuations=continuations, question=relevance[3])
     reason = "below_min_score" if fill.relevance.floor_from == "min_score" else "irrelevant"
     early += [(item, ItemStatus.DROPPED, reason, detail) for item, detail in below]
     merged_into: set[str] = set()

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from pydantic import ConfigDict, Field
 
-from contextkit.assembly._fill import MARKUPS, SectionFill, lean_attributes
+from contextkit.assembly._fill import MARKUPS, QUESTION_LABEL, SectionFill, lean_attributes
 from contextkit.assembly._invisible import without_invisible
 from contextkit.assembly._prepare import prepare, redacted
 from contextkit.assembly._settle import settle, share_out
@@ -163,8 +163,6 @@ class AssemblyOptions(Settings):
 _DEFAULTS = AssemblyOptions()
 #: A budget is tight when the reminder and one tag's optional attributes would take more than this share of it.
 TIGHT_SHARE = 0.1
-#: Under a tight budget the question ends the prompt as ``Question: ...`` (see :func:`_lean`).
-QUESTION_LABEL = "Question"
 
 
 def resolve_budget(budget: int | str | ModelProfile, tokenizer: str | Tokenizer | None = None,
@@ -297,8 +295,7 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
         cleaned = [without_invisible(s) for s in sections]
         sections, removed = [s for s, _ in cleaned], sum(n for _, n in cleaned)
     min_similarity = index_min_similarity(None) if opts.min_similarity == "auto" else opts.min_similarity  # no index here
-    question = "\n".join(s.content for s in sections if s.role == Role.QUESTION and s.content) or None
-    gate = (opts.fill, opts.relevance_floor, min_similarity, question)
+    gate = (opts.fill, opts.relevance_floor, min_similarity, _question(sections))
     fills = [prepare(sections[i], renderer, tok, opts.min_score, opts.merge_passages, opts.evidence_order, gate)
              for i in order]
     if fills:
@@ -315,12 +312,18 @@ def _prepare_all(sections: list[Section], renderer: Renderer, tok: Tokenizer, op
 def _hand_history(fills: list[SectionFill], history_summarizer: Any) -> None:
     """History sections get the summarizer and the question (what the summary should keep); evidence and
     tool output the question (what a cut keeps)."""
-    question = "\n".join(f.section.content for f in fills if f.section.role == Role.QUESTION and f.section.content)
+    question = _question(f.section for f in fills)
     for f in fills:
         if f.section.messages is not None:
-            f.summarizer, f.query = history_summarizer, question or None
+            f.summarizer, f.query = history_summarizer, question
         elif f.section.items is not None or f.section.role == Role.TOOL_RESULT:
-            f.query = question or None  # evidence pruned, or tool output cut, keeps what bears on it
+            f.query = question  # evidence pruned, or tool output cut, keeps what bears on it
+
+
+def _question(sections: Iterable[Section]) -> str | None:
+    """The text of the question sections, one per line (None without one): what the relevance gate, cuts and
+    history summaries look for."""
+    return "\n".join(s.content for s in sections if s.role == Role.QUESTION and s.content) or None
 
 
 def _spend(fills: list[SectionFill], limit: int, opts: AssemblyOptions) -> list[SectionFill]:
@@ -397,7 +400,7 @@ def _lean(fills: list[SectionFill]) -> list[SectionFill]:
     tail = fills[-1] if fills else None
     if tail is not None and tail.section.role == Role.QUESTION and tail.body is not None \
             and tail.renderer.bare_text(tail.body, QUESTION_LABEL) is not None:
-        tail.bare, tail.bare_label = True, QUESTION_LABEL
+        tail.bare = True
     return fills
 
 
