@@ -96,7 +96,7 @@ def _top_up(fills: list[SectionFill], lowest_first: list[SectionFill], limit: in
         if cut is None:
             continue
         shown = cut.current if cut.status == ItemStatus.TRUNCATED else ""
-        joins = bool(cut.doc) and any(x.doc == cut.doc and x.status in TAKEN for x in f.entries)
+        joins = f.grouped and bool(cut.doc) and any(x.doc == cut.doc and x.status in TAKEN for x in f.entries)
         base = f.count(shown) if shown else -f.cut_tag_tokens(cut, joins)  # a new element's tags, or a gap
         for extra in range(limit - total + _TOP_UP_MARGIN, 0, -1)[:_TOP_UP_TRIES]:
             before = (cut.status, cut.shown, cut.reason, cut.detail)
