@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field
 
+from contextkit.assembly._prune import terms
 from contextkit.core.config import RELEVANCE_ANCHOR_RANK
 from contextkit.core.records import EvidenceItem
 
@@ -171,10 +172,12 @@ def gate(items: Sequence[EvidenceItem], fill: FillMode, min_score: float | None,
     if floor is None:
         return list(items), [], report
     kept = [it for it in items if it.score is None or it.score >= floor]
+    below = [it for it in items if it.score is not None and it.score < floor]
     if continuations and report.floor_from == "relative":
-        kept += [it for it in items if it.score is not None and it.score < floor and _continues(it, kept)]
-    left = [(it, f"score {it.score:.4f} below the relevance floor {floor:.4f}") for it in items
-            if it.score is not None and it.score < floor and not any(it is k for k in kept)]
+        readmitted = {id(it) for it in below if _continues(it, kept)}
+        kept += [it for it in below if id(it) in readmitted]
+        below = [it for it in below if id(it) not in readmitted]
+    left = [(it, f"score {it.score:.4f} below the relevance floor {floor:.4f}") for it in below]
     report.below_floor = len(left)
     if left and fill == "relevant":
         report.message = _floor_message(report, relevance_floor, min_score)
@@ -185,8 +188,6 @@ def _holds_every_word(items: Sequence[EvidenceItem], question: str | None) -> bo
     """Whether one of ``items`` holds every word of ``question`` (stemmed, no stop words; at least one).
     Measured on SciFact: one of ``bench/bench_relevance.py``'s 30 off-topic questions ("What is the capital
     of Australia?") has all its words in one of the 5,183 abstracts, so the check costs the gate little."""
-    from contextkit.assembly._prune import terms
-
     wanted = terms(question or "")
     return bool(wanted) and any(wanted <= terms(it.text) for it in items if it.score is not None
                                 or it.similarity is not None)
