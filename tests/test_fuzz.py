@@ -345,13 +345,14 @@ def check_xml_assembly(tok, items, turns, instructions, question, budget, order,
                 assert flat.sub("", d.text) == flat.sub("", expected)
         else:
             # cut at a sentence end (a prefix), or pruned to its sentences that bear on the question
-            # (a tight budget: or a piece of a sentence, cut at a token boundary and marked …)
+            # (a tight budget: or a piece of a sentence between token boundaries, each cut end marked …)
             wholes = [assembled_view("\n" + p.text) for p in passages]
             parts = d.text.strip("\n").split(PART_GAP) if markup == "lean" else [d.text.strip("\n")]
             pieces = [q for part in parts for q in part.split(GAP)]
             if markup == "full":
                 assert (d.get("truncated") == "true") != tight
-            assert all(any(q.strip().removesuffix(ELLIPSIS) in w for w in wholes) for q in pieces), (pieces, wholes)
+            assert all(any(q.strip().removeprefix(ELLIPSIS).removesuffix(ELLIPSIS).strip() in w for w in wholes)
+                       for q in pieces), (pieces, wholes)
     history = root.find("history")
     messages = [i for i in report.items if i.section == "history" and i.status in ("included", "truncated")]
     if history is not None:

@@ -215,11 +215,11 @@ def _headings(report) -> list[str]:
 
 def _from_the_named_chunk(shown: str, chunk, docs: dict[str, str], view) -> bool:
     """Whether a cut body shows the text of the chunk its id names: the document from that chunk's start,
-    or pieces of that chunk (its sentences, gaps marked ' … '; a last piece cut at a token marked '…')."""
+    or pieces of that chunk (its sentences, gaps marked ' … '; a piece cut at a token marked '…' there)."""
     if view(docs[chunk.doc_id][chunk.start:]).startswith(shown):
         return True
     own = view(chunk.text)
-    return all(piece.strip() in own for piece in shown.removesuffix("…").split(" … "))
+    return all(piece.strip() in own for piece in shown.removeprefix("… ").removesuffix("…").split(" … "))
 
 
 def check_lean_xml(prompt: str, report, chunks: dict[str, object], docs: dict[str, str], question: str) -> int:

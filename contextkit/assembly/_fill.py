@@ -423,7 +423,7 @@ class SectionFill:
         plain = plain_text(shown) if self.renderer.format == "xml" else shown
         spans = []
         for piece in plain.split(GAP):
-            piece = piece.removesuffix(ELLIPSIS).strip()
+            piece = piece.strip().removeprefix(ELLIPSIS).removesuffix(ELLIPSIS).strip()
             at = e.raw.find(piece) if piece else -1
             spans += [(at, at + len(piece))] if at >= 0 else []
         start, end = e.focus or (0, 0)

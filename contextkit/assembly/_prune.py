@@ -22,10 +22,12 @@ from typing import Any
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["ELLIPSIS", "GAP", "head_and_tail", "prune_to_fit", "sentence_scores", "terms"]
+__all__ = ["ELLIPSIS", "GAP", "LEAD", "head_and_tail", "prune_to_fit", "question_word_spans", "sentence_scores",
+           "terms"]
 
 GAP = " … "
 ELLIPSIS = "…"  # the end of a piece cut at a token boundary
+LEAD = ELLIPSIS + " "  # the start of a piece that begins after its sentence's start ("… elections in 1979")
 _WORD = re.compile(r"[^\W_]+")
 _DECADE = re.compile(r"^(\d+0)s$")
 _STOP = frozenset(
@@ -40,6 +42,13 @@ def terms(text: str) -> set[str]:
     numbers as they are)."""
     words = [_DECADE.sub(r"\1", w) for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP]
     return set(_stemmer().stemWords(words)) if words else set()
+
+
+def question_word_spans(text: str, query: str | None) -> list[tuple[int, int]]:
+    """The character spans of ``text``'s words that are words of ``query`` (as :func:`terms` reads
+    both), in order."""
+    wanted = terms(query or "")
+    return [m.span() for m in _WORD.finditer(text) if wanted and terms(m.group()) & wanted]
 
 
 def sentence_scores(body: str, spans: list[tuple[int, int]], query: str | None) -> list[float]:
@@ -110,16 +119,21 @@ def _ranked(scores: list[float]) -> list[int]:
 
 def _join(body: str, spans: list[tuple[int, int]], chosen: dict[int, str]) -> str:
     """The chosen sentences in document order: neighbours joined as they stood, a gap marked
-    :data:`GAP`; a piece of a sentence (shorter than it) is followed by a gap, or ``…`` at the end."""
+    :data:`GAP`; a piece of a sentence that stops short of its end is followed by a gap, or ``…`` at the
+    end; one that starts after its sentence's start opens with its own mark (:data:`LEAD`)."""
     out: list[str] = []
     order = sorted(chosen)
     for n, i in enumerate(order):
         a, b = spans[i]
         out.append(chosen[i])
+        whole_end = body[a:b].endswith(chosen[i].removeprefix(LEAD))
         if n + 1 < len(order):
             nxt = order[n + 1]
-            out.append(body[b:spans[nxt][0]] if nxt == i + 1 and len(chosen[i]) == b - a else GAP)
-        elif len(chosen[i]) < b - a:
+            if chosen[nxt].startswith(LEAD) and chosen[nxt] != body[spans[nxt][0]:spans[nxt][1]]:
+                out.append(" ")  # its lead marks the gap
+            else:
+                out.append(body[b:spans[nxt][0]] if nxt == i + 1 and whole_end else GAP)
+        elif not whole_end:
             out.append(ELLIPSIS)
     return "".join(out)
 

@@ -370,8 +370,8 @@ class TestTheLastTokens:
 
     @pytest.mark.parametrize("markup", ["full", "lean"])
     def test_a_cut_passage_takes_the_last_tokens_of_a_tight_budget(self, cl100k, markup):
-        # one long sentence (no sentence end to cut at): the cut is a piece up to a token boundary, and it
-        # takes the room the cut's margins kept, at every budget
+        # one long sentence (no sentence end to cut at): the cut is a piece between token boundaries, and
+        # it takes the room the cut's margins kept, at every budget
         sentence = ("The harbour's records list " + ", ".join(f"ship {n} from port {n * 7}" for n in range(60))
                     + " and the rest.")
         items = [EvidenceItem(id="log.md::0", text=sentence, source="log.md", score=0.9)]
@@ -381,7 +381,9 @@ class TestTheLastTokens:
             assert cl100k.count(prompt) == report.tokens <= budget
             [doc] = _documents(prompt)
             shown = "".join(doc.itertext()).strip()
-            assert shown.endswith("…") and sentence.startswith(shown.removesuffix("…"))
+            # a window over the question's words (the start holds "port" and "ship", not "343")
+            assert shown.startswith("… ") and shown.endswith("…") and shown[2:-1] in sentence
+            assert "ship 49 from port 343" in shown
             # the margins of the cut are spent: the prompt is within 2 tokens of the budget
             assert report.tokens >= budget - 2, (budget, report.tokens)
 
@@ -420,6 +422,77 @@ class TestTheLastTokens:
         assert "".join(_documents(prompt)[0].itertext()).strip() == (MIDDLE + CLOSING).strip()  # one run
         roomy = assemble(_sections(items, question), 4_000, markup="lean").report
         assert {i.id: (i.status, i.reason) for i in roomy.items}["harbour.md::2"] == ("dropped", "irrelevant")
+
+
+class TestWindows:
+    """A sentence too long for its room shows the piece over the question's words, not its start
+    (XQuAD at 150 tokens: "…to its first direct…" stopped a word before "elections in 1979")."""
+
+    SENTENCE = ("Over the following decades the harbour board, which had begun as a committee of merchants meeting "
+                "in the back room of an inn on the quay and had no powers of its own, gradually assumed more "
+                "authority: from being an unelected body, to its first direct elections in 1911, to the control "
+                "of the pier, the lighthouse and the ferries in 1936, and finally to the town's own council.")
+    QUESTION = "When did the first direct elections take place?"
+
+    def test_the_answer_beside_the_questions_words_goes_in(self, cl100k):
+        items = [EvidenceItem(id="board.md::0", text=self.SENTENCE, source="board.md", score=0.9)]
+        alone = assemble(_sections([], self.QUESTION), 150).report.tokens
+        upto = self.SENTENCE.index(" elections")
+        for budget in range(alone + 20, alone + cl100k.count(self.SENTENCE[:upto]) + 8, 3):
+            # room for a tag and a dozen words, up to the room the start up to "direct" and its tags would
+            # fill: the sentence's start stops short of the answer
+            prompt, report = assemble(_sections(items, self.QUESTION), budget, verify=True, markup="lean")
+            assert cl100k.count(prompt) == report.tokens <= budget
+            [doc] = _documents(prompt)
+            shown = "".join(doc.itertext()).strip()
+            assert "elections in 1911" in shown, (budget, shown)
+            body = shown.removeprefix("… ").removesuffix("…")
+            assert shown.startswith("… ") and body in self.SENTENCE  # a verbatim piece, its cut ends marked
+            assert shown.endswith("…") != self.SENTENCE.endswith(body)
+            [item] = report.items[1:2] or [i for i in report.items if i.id == "board.md::0"]
+            assert item.status == "truncated" and "token boundary" in (item.detail or "")
+
+    def test_a_window_starts_at_a_word_and_fits_its_cap(self, cl100k):
+        from contextkit.assembly._cut_forms import token_window
+
+        for cap in range(3, cl100k.count(self.SENTENCE)):
+            piece = token_window(self.SENTENCE, self.QUESTION, cap, cl100k)
+            assert cl100k.count(piece) <= cap + 1, cap  # the lead mark may merge differently by a token
+            body = piece.removeprefix("… ")
+            assert body in self.SENTENCE and body[:1].isalnum()
+            assert body == piece or not self.SENTENCE[self.SENTENCE.index(body) - 1].isalnum()
+        whole = token_window(self.SENTENCE, self.QUESTION, 500, cl100k)
+        assert whole == self.SENTENCE
+
+    def test_the_start_when_it_holds_the_words_or_none_are_held(self, cl100k):
+        from contextkit.assembly._cut_forms import token_window
+
+        early = token_window(self.SENTENCE, "What did the harbour board begin as?", 20, cl100k)
+        assert self.SENTENCE.startswith(early)  # the start holds "harbour board" and "begun"
+        unrelated = token_window(self.SENTENCE, "Who painted the chapel ceiling?", 20, cl100k)
+        assert self.SENTENCE.startswith(unrelated)
+
+    def test_the_window_holds_the_most_question_words_with_room_after_them(self, cl100k):
+        from contextkit.assembly._cut_forms import token_window
+
+        # "ship" and "port" are in every clause; only one clause holds "343"
+        sentence = "The records list " + ", ".join(f"ship {n} from port {n * 7}" for n in range(60)) + "."
+        piece = token_window(sentence, "Which ship came from port 343?", 30, cl100k)
+        assert "ship 49 from port 343" in piece and piece.startswith("… ")
+        assert len(piece.split("343")[1]) > len(piece.split("ship 49")[0])  # more room after the words than before
+
+    def test_a_window_after_a_whole_sentence_is_marked_once(self, cl100k):
+        from contextkit.assembly._cut_forms import _piece_of
+        from contextkit.assembly._prune import prune_to_fit
+
+        text = "The first direct elections were long argued over. " + self.SENTENCE
+        pruned = prune_to_fit(text, self.QUESTION, 40, cl100k, rest=_piece_of(cl100k, self.QUESTION))
+        assert pruned is not None
+        shown = pruned[0]
+        assert "… …" not in shown and "elections in 1911" in shown
+        first, rest = shown.split(" … ")
+        assert first == "The first direct elections were long argued over."
+        assert rest.removesuffix("…") in self.SENTENCE
 
 
 class TestQuestionWords:
