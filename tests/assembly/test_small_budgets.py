@@ -495,6 +495,33 @@ class TestWindows:
         assert rest.removesuffix("…") in self.SENTENCE
 
 
+class TestExactJoints:
+    def test_adjoining_sentences_cost_no_margin_under_a_tight_budget(self, cl100k):
+        # six short sentences, room for all but a few tokens: the margin kept at each joint (two tokens, six
+        # times) left out two or three of them; counted exactly, only the one that shares least with the
+        # question goes (SQuAD: "Survivors ... prisoner by the island's despot Isaac Komnenos." was lost)
+        from contextkit.assembly._cut_forms import _piece_of
+        from contextkit.assembly._prune import prune_to_fit
+
+        text = ("The ferry left the quay at dawn. A storm rose by noon. The crew turned back to the harbour. "
+                "The harbour master logged the return. The ferry sailed again the next day. "
+                "It reached the islands in the evening.")
+        question = "When did the ferry reach the islands?"
+        for room in range(cl100k.count(text) - 6, cl100k.count(text)):
+            pruned = prune_to_fit(text, question, room, cl100k, rest=_piece_of(cl100k, question))
+            assert pruned is not None
+            shown, kept, total = pruned
+            assert cl100k.count(shown) <= room and (kept, total) == (5, 6), (room, shown)
+            assert "It reached the islands in the evening." in shown
+
+    def test_a_roomy_budget_keeps_its_margins(self, cl100k):
+        from contextkit.assembly._prune import prune_to_fit
+
+        text = "The ferry left the quay at dawn. A storm rose by noon. It reached the islands in the evening."
+        pruned = prune_to_fit(text, "When did the ferry reach the islands?", cl100k.count(text) - 1, cl100k)
+        assert pruned is not None and pruned[1] < 3 and cl100k.count(pruned[0]) <= cl100k.count(text) - 1
+
+
 class TestQuestionWords:
     def test_a_decade_meets_its_other_spellings(self):
         # "1970's" splits into "1970" and a one-letter word; "1970s" was a word of its own, so the sentence
