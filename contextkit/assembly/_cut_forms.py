@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import bisect
 import itertools
+from collections import Counter
 from collections.abc import Callable
 
-from contextkit.assembly._prune import ELLIPSIS, LEAD, prune_to_fit, question_word_spans, sentence_scores, terms
+from contextkit.assembly._prune import ELLIPSIS, LEAD, prune_to_fit, question_words, sentence_scores
 from contextkit.assembly.render import cut_inside
 from contextkit.core.text import split_sentences, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
@@ -153,25 +154,47 @@ def token_window(sentence: str, query: str | None, max_tokens: int, tokenizer: T
 def _window_start(sentence: str, query: str | None, ends: list[int], width: int) -> int:
     """The first token of the ``width``-token window of ``sentence`` (token ends ``ends``) over the shortest
     run of its words that holds the most distinct words of ``query`` a window can hold (the earliest of
-    equals), placed by :data:`_BEFORE`; 0 when it holds none."""
-    words = [(span, terms(sentence[span[0]:span[1]])) for span in question_word_spans(sentence, query)]
+    equals), placed by :data:`_BEFORE`; 0 when it holds none. Linear in the words found (two sweeps):
+    a last resort may cut a sentence of a million tokens."""
+    words = question_words(sentence, query)
     if not words:
         return 0
+    keys = [term for _, _, term in words]
     reach = list(itertools.accumulate(ends, max))  # a token inside a character reports -1: the end before
-    first = [min(bisect.bisect_right(reach, a), len(ends) - 1) for (a, _), _ in words]
-    last = [min(bisect.bisect_left(reach, b), len(ends) - 1) for (_, b), _ in words]
-    best: tuple[int, int, int] = (0, 0, 0)  # (distinct words held, -tokens of the run, first token)
-    for n in range(len(words)):
-        held: set[str] = set()
-        for m in range(n, len(words)):
-            if last[m] + 1 - first[n] > width:
-                break
-            grew = not words[m][1] <= held
-            held |= words[m][1]
-            if grew and (len(held), first[n] - last[m] - 1) > best[:2]:
-                best = (len(held), first[n] - last[m] - 1, first[n])
-    spare = width + best[1]
-    return min(max(best[2] - round(_BEFORE * spare), 0), len(ends) - width)
+    first = [min(bisect.bisect_right(reach, a), len(ends) - 1) for a, _, _ in words]
+    last = [min(bisect.bisect_left(reach, b), len(ends) - 1) for _, b, _ in words]
+    most = _most_held(keys, first, last, width)
+    held: Counter[str] = Counter()
+    run, n = (0, width + 1), 0  # (its first token, its tokens)
+    for m, key in enumerate(keys):  # the shortest run holding that many, by a sliding window
+        held[key] += 1
+        while len(held) == most:
+            if last[m] + 1 - first[n] < run[1]:
+                run = (first[n], last[m] + 1 - first[n])
+            held[keys[n]] -= 1
+            if not held[keys[n]]:
+                del held[keys[n]]
+            n += 1
+    if run[1] > width:
+        return 0
+    return min(max(run[0] - round(_BEFORE * (width - run[1])), 0), len(ends) - width)
+
+
+def _most_held(keys: list[str], first: list[int], last: list[int], width: int) -> int:
+    """The most distinct ``keys`` a run of words within ``width`` tokens holds."""
+    held: Counter[str] = Counter()
+    most, end = 0, 0
+    for n in range(len(keys)):
+        end = max(end, n)
+        while end < len(keys) and last[end] + 1 - first[n] <= width:
+            held[keys[end]] += 1
+            end += 1
+        most = max(most, len(held))
+        if end > n:
+            held[keys[n]] -= 1
+            if not held[keys[n]]:
+                del held[keys[n]]
+    return most
 
 
 def _token_prefix(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:

@@ -22,7 +22,7 @@ from typing import Any
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["ELLIPSIS", "GAP", "LEAD", "head_and_tail", "prune_to_fit", "question_word_spans", "sentence_scores",
+__all__ = ["ELLIPSIS", "GAP", "LEAD", "head_and_tail", "prune_to_fit", "question_words", "sentence_scores",
            "terms"]
 
 GAP = " … "
@@ -40,15 +40,26 @@ def terms(text: str) -> set[str]:
     the stemmer the BM25 index uses by default: "designed" meets "design", "died" meets "die"); a decade's
     number without its "s" ("1970s" meets "1970's", whose "s" is a word of one letter: the stemmer leaves
     numbers as they are)."""
-    words = [_DECADE.sub(r"\1", w) for w in (m.lower() for m in _WORD.findall(text)) if len(w) > 1 and w not in _STOP]
-    return set(_stemmer().stemWords(words)) if words else set()
+    return set(_stems(_WORD.findall(text))) - {""}
 
 
-def question_word_spans(text: str, query: str | None) -> list[tuple[int, int]]:
-    """The character spans of ``text``'s words that are words of ``query`` (as :func:`terms` reads
-    both), in order."""
+def _stems(words: list[str]) -> list[str]:
+    """Each word's term as :func:`terms` reads it ("" for a stop word or a word of one letter)."""
+    kept = [_DECADE.sub(r"\1", w) for w in (m.lower() for m in words) if len(w) > 1 and w not in _STOP]
+    stems = iter(_stemmer().stemWords(kept) if kept else [])
+    return [next(stems) if len(w) > 1 and w not in _STOP else "" for w in (m.lower() for m in words)]
+
+
+def question_words(text: str, query: str | None) -> list[tuple[int, int, str]]:
+    """``(start, end, term)`` for each word of ``text`` that is a word of ``query`` (as :func:`terms` reads
+    both), in order; each distinct word stemmed once, all in one call (a text may be a million words)."""
     wanted = terms(query or "")
-    return [m.span() for m in _WORD.finditer(text) if wanted and terms(m.group()) & wanted]
+    if not wanted:
+        return []
+    matches = list(_WORD.finditer(text))
+    distinct = list(dict.fromkeys(m.group() for m in matches))
+    term_of = {w: t for w, t in zip(distinct, _stems(distinct)) if t in wanted}
+    return [(m.start(), m.end(), term_of[m.group()]) for m in matches if m.group() in term_of]
 
 
 def sentence_scores(body: str, spans: list[tuple[int, int]], query: str | None) -> list[float]:

@@ -481,6 +481,34 @@ class TestWindows:
         assert "ship 49 from port 343" in piece and piece.startswith("… ")
         assert len(piece.split("343")[1]) > len(piece.split("ship 49")[0])  # more room after the words than before
 
+    def test_the_sliding_window_agrees_with_every_run_tried(self, cl100k):
+        # the two linear sweeps against the search over every run of words (seeded sentences of a small
+        # vocabulary, so runs tie, repeat and overlap)
+        import random
+
+        from contextkit.assembly._cut_forms import _BEFORE, _window_start
+        from contextkit.assembly._prune import question_words
+
+        rng = random.Random(7)
+        vocabulary = "harbour ferry storm island quay lamp keeper market ship port".split()
+        question = "Which ferry left the harbour for the island in the storm?"
+        for _ in range(200):
+            sentence = " ".join(rng.choice(vocabulary + ["and", "then", "a"]) for _ in range(rng.randint(5, 60)))
+            ids, ends = cl100k.encode_with_offsets(sentence)
+            ends = [int(e) for e in ends]
+            width = rng.randint(2, max(2, len(ids) - 1))
+            words = question_words(sentence, question)
+            first = [next(i for i, e in enumerate(ends) if e > a) for a, _, _ in words]
+            last = [next(i for i, e in enumerate(ends) if e >= b) for _, b, _ in words]
+            runs = [(len({t for _, _, t in words[n:m + 1]}), -(last[m] + 1 - first[n]), -first[n])
+                    for n in range(len(words)) for m in range(n, len(words)) if last[m] + 1 - first[n] <= width]
+            if not runs:
+                assert _window_start(sentence, question, ends, width) == 0
+                continue
+            held, minus_length, minus_first = max(runs)
+            expected = min(max(-minus_first - round(_BEFORE * (width + minus_length)), 0), len(ids) - width)
+            assert _window_start(sentence, question, ends, width) == expected, (sentence, width)
+
     def test_a_window_after_a_whole_sentence_is_marked_once(self, cl100k):
         from contextkit.assembly._cut_forms import _piece_of
         from contextkit.assembly._prune import prune_to_fit
