@@ -21,7 +21,9 @@ the assembler must never pass the budget), and the assembler's ratio to each bas
 
 ``--squad FILE``: the same figures on another SQuAD-format file (unanswerable questions and XQuAD's
 own paragraphs left out, its own index under ``--cache``). That is the split to try a change of the
-tight-budget rules on; XQuAD stays held out and is measured once, after.
+tight-budget rules on; XQuAD stays held out and is measured once, after. Files used so far: SQuAD 2.0
+dev's "Normans" and "Rhine" (``appcoreopc/squad2controlled``, ``dev-v2.0.json``) and a five-article dev
+subset (``VinACE/san_mrc``, ``dev-v1.1.json``, in fact SQuAD 2.0).
 
 The index is built once under ``--cache`` (default: a folder in the system temp dir) and
 reused; its documents are ingested from there as ``paragraphs`` (ids ``paragraphs/p0.txt::0``,
