@@ -142,13 +142,27 @@ def token_window(sentence: str, query: str | None, max_tokens: int, tokenizer: T
     start = _window_start(sentence, query, [int(end) for end in ends], width)
     if start <= 1:  # the start reaches them: no mark to pay
         return _token_prefix(sentence, max_tokens, tokenizer)
-    at = next((int(end) for end in ends[start - 1::-1] if end >= 0), 0)
-    while 0 < at < len(sentence) and sentence[at - 1].isalnum() and sentence[at].isalnum():  # never half a word
-        at -= 1
-    while at < len(sentence) and not sentence[at].isalnum():  # nor a comma after the mark
-        at += 1
+    at = _word_start(sentence, next((int(end) for end in ends[start - 1::-1] if end >= 0), 0))
+    if at == 0:
+        return _token_prefix(sentence, max_tokens, tokenizer)
     piece = _token_prefix(sentence[at:].lstrip(), width, tokenizer)
     return LEAD + piece if piece else ""
+
+
+def _word_start(text: str, at: int) -> int:
+    """Where a piece starting at ``at`` should start: never inside a word ("'s hymns" of "Luther's hymns")
+    or an entity ("amp;" of "&amp;"), so back to the start of the word ``at`` falls in; but past the
+    punctuation that ends a word ("Friedman," costs tokens and says nothing) and the spaces after it."""
+    end = at
+    while end < len(text) and not text[end].isspace() and not text[end].isalnum():
+        end += 1
+    if end == len(text) or text[end].isspace():  # the rest of the word is punctuation
+        while end < len(text) and text[end].isspace():
+            end += 1
+        return end
+    while at > 0 and not text[at - 1].isspace():
+        at -= 1
+    return at
 
 
 def _window_start(sentence: str, query: str | None, ends: list[int], width: int) -> int:
