@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from contextkit.assembly._prune import ELLIPSIS, LEAD, prune_to_fit, question_words, sentence_scores
-from contextkit.assembly.render import cut_inside
+from contextkit.assembly.render import cut_inside, plain_text
 from contextkit.core.text import split_sentences, truncate_at_sentence
 from contextkit.core.tokenizers import Tokenizer
 
@@ -56,7 +56,7 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
         if pruned is None:
             return cut
         if not pruned[1]:
-            details.append("one sentence cut at a token boundary to fit")
+            details.append(_piece_detail(pruned[0]))
         elif pruned[1] < pruned[2]:
             details.append(f"pruned to {pruned[1]} of {pruned[2]} sentences to fit")
         return pruned[0]
@@ -67,7 +67,15 @@ def cut_passage(body: str, query: str | None, max_tokens: int, tokenizer: Tokeni
     if not last_resort:
         return None
     shown = cut_inside(body, max_tokens, lambda t, n: token_cut(t, query, n, tokenizer), tokenizer.count)
-    return (shown, "one sentence cut at a token boundary to fit") if shown else None
+    return (shown, _piece_detail(plain_text(shown))) if shown else None
+
+
+def _piece_detail(shown: str) -> str:
+    """The report's word for a piece of one sentence: its start, or the window over the question's words
+    (the reader of the report learns the text starts mid-sentence)."""
+    if shown.startswith(LEAD):
+        return "one sentence cut to its words around the question's, at token boundaries, to fit"
+    return "one sentence cut at a token boundary to fit"
 
 
 def _piece_of(tokenizer: Tokenizer, query: str | None) -> Callable[[str, int], str]:
