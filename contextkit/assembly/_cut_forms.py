@@ -24,7 +24,8 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from contextkit.assembly._prune import ELLIPSIS, LEAD, prune_to_fit, question_words, sentence_scores
 from contextkit.assembly.render import cut_inside, plain_text
@@ -117,10 +118,10 @@ def token_cut(text: str, query: str | None, max_tokens: int, tokenizer: Tokenize
     spans = split_sentences(text) or [(0, len(text))]
     a, b = _top_sentence(text, query) or spans[0]
     sentence = text[a:b]
-    ids = tokenizer.encode(sentence)
-    if len(ids) <= max_tokens:
+    reach = _reach(tokenizer.encode_with_offsets(sentence)[1])
+    if len(reach) <= max_tokens:
         return sentence
-    piece = token_window(sentence, query, max_tokens - 1, tokenizer)  # the mark takes a token
+    piece = _window(sentence, reach, query, max_tokens - 1, tokenizer)  # the mark takes a token
     if not piece.strip():
         return None
     return piece if sentence.endswith(piece.removeprefix(LEAD)) else piece + ELLIPSIS
@@ -143,17 +144,20 @@ def token_window(sentence: str, query: str | None, max_tokens: int, tokenizer: T
     Why: the answer sits beside the words that ask for it ("its first direct elections in 1979"),
     and a long sentence cut from its start stopped just before them. A window that starts after the
     sentence's start says so; its end is marked by the caller, as a prefix's is."""
-    ids, ends = tokenizer.encode_with_offsets(sentence)
-    if len(ids) <= max_tokens:
+    return _window(sentence, _reach(tokenizer.encode_with_offsets(sentence)[1]), query, max_tokens, tokenizer)
+
+
+def _window(sentence: str, reach: list[int], query: str | None, max_tokens: int, tokenizer: Tokenizer) -> str:
+    """:func:`token_window` on ``sentence`` already encoded (``reach``: see :func:`_reach`)."""
+    if len(reach) <= max_tokens:
         return sentence.rstrip()
     width = max_tokens - 1  # the lead mark
-    start = _window_start(sentence, query, [int(end) for end in ends], width)
-    if start <= 1:  # the start reaches them: no mark to pay
-        return _token_prefix(sentence, max_tokens, tokenizer)
-    at = _word_start(sentence, next((int(end) for end in ends[start - 1::-1] if end >= 0), 0))
-    if at == 0:
-        return _token_prefix(sentence, max_tokens, tokenizer)
-    piece = _token_prefix(sentence[at:].lstrip(), width, tokenizer)
+    start = _window_start(sentence, query, reach, width)
+    at = _word_start(sentence, max(reach[start - 1], 0)) if start > 1 else 0
+    if at == 0:  # the start reaches the question's words: no mark to pay
+        return _prefix(sentence, reach, max_tokens)
+    # the text from there, re-encoded as it will read: the window's tokens and a few more are enough
+    piece = _token_prefix(sentence[at:reach[min(start + width + 16, len(reach) - 1)]].lstrip(), width, tokenizer)
     return LEAD + piece if piece else ""
 
 
@@ -173,8 +177,8 @@ def _word_start(text: str, at: int) -> int:
     return at
 
 
-def _window_start(sentence: str, query: str | None, ends: list[int], width: int) -> int:
-    """The first token of the ``width``-token window of ``sentence`` (token ends ``ends``) over the shortest
+def _window_start(sentence: str, query: str | None, reach: list[int], width: int) -> int:
+    """The first token of the ``width``-token window of ``sentence`` (``reach``: see :func:`_reach`) over the shortest
     run of its words that holds the most distinct words of ``query`` a window can hold (the earliest of
     equals), placed by :data:`_BEFORE`; 0 when it holds none. Linear in the words found (two sweeps):
     a last resort may cut a sentence of a million tokens."""
@@ -182,9 +186,8 @@ def _window_start(sentence: str, query: str | None, ends: list[int], width: int)
     if not words:
         return 0
     keys = [term for _, _, term in words]
-    reach = list(itertools.accumulate(ends, max))  # a token inside a character reports -1: the end before
-    first = [min(bisect.bisect_right(reach, a), len(ends) - 1) for a, _, _ in words]
-    last = [min(bisect.bisect_left(reach, b), len(ends) - 1) for _, b, _ in words]
+    first = [min(bisect.bisect_right(reach, a), len(reach) - 1) for a, _, _ in words]
+    last = [min(bisect.bisect_left(reach, b), len(reach) - 1) for _, b, _ in words]
     most = _most_held(keys, first, last, width)
     held: Counter[str] = Counter()
     run, n = (0, width + 1), 0  # (its first token, its tokens)
@@ -199,7 +202,7 @@ def _window_start(sentence: str, query: str | None, ends: list[int], width: int)
             n += 1
     if run[1] > width:
         return 0
-    return min(max(run[0] - round(_BEFORE * (width - run[1])), 0), len(ends) - width)
+    return min(max(run[0] - round(_BEFORE * (width - run[1])), 0), len(reach) - width)
 
 
 def _most_held(keys: list[str], first: list[int], last: list[int], width: int) -> int:
@@ -222,14 +225,20 @@ def _most_held(keys: list[str], first: list[int], last: list[int], width: int) -
 def _token_prefix(text: str, max_tokens: int, tokenizer: Tokenizer) -> str:
     """The characters of ``text``'s first ``max_tokens`` tokens (never half a character or an entity),
     white space at the end taken off."""
-    ids, ends = tokenizer.encode_with_offsets(text)
-    if len(ids) <= max_tokens:
+    return _prefix(text, _reach(tokenizer.encode_with_offsets(text)[1]), max_tokens)
+
+
+def _reach(ends: Iterable[Any]) -> list[int]:
+    """Where the text of each token and those before it ends: a token's end offset, or (a token that ends
+    inside a character reports -1) the end of the one before it (-1 before any)."""
+    return list(itertools.accumulate((int(end) for end in ends), max))
+
+
+def _prefix(text: str, reach: list[int], max_tokens: int) -> str:
+    """:func:`_token_prefix` on ``text`` already encoded."""
+    if len(reach) <= max_tokens:
         return text.rstrip()
-    keep, end = max_tokens, -1
-    while keep > 0 and end < 0:  # a token that ends inside a character reports -1
-        end = int(ends[keep - 1])
-        keep -= 1
-    piece = text[: max(end, 0)]
+    piece = text[: max(reach[max_tokens - 1], 0)]
     amp = piece.rfind("&")
     if amp >= 0 and ";" not in piece[amp:]:  # never half an entity (&amp; &lt;)
         piece = piece[:amp]

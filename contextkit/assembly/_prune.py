@@ -45,9 +45,11 @@ def terms(text: str) -> set[str]:
 
 def _stems(words: list[str]) -> list[str]:
     """Each word's term as :func:`terms` reads it ("" for a stop word or a word of one letter)."""
-    kept = [_DECADE.sub(r"\1", w) for w in (m.lower() for m in words) if len(w) > 1 and w not in _STOP]
+    lowered = [w.lower() for w in words]
+    keep = [len(w) > 1 and w not in _STOP for w in lowered]
+    kept = [_DECADE.sub(r"\1", w) for w, k in zip(lowered, keep) if k]
     stems = iter(_stemmer().stemWords(kept) if kept else [])
-    return [next(stems) if len(w) > 1 and w not in _STOP else "" for w in (m.lower() for m in words)]
+    return [next(stems) if k else "" for k in keep]
 
 
 def question_words(text: str, query: str | None) -> list[tuple[int, int, str]]:
