@@ -246,9 +246,8 @@ def check_lean_xml(prompt: str, report, chunks: dict[str, object], docs: dict[st
         assert {chunks[x].doc_id for x in ids} == {chunks[ids[0]].doc_id}  # one document per element
         assert d.get("source") in (chunks[ids[0]].metadata.get("source"), chunks[ids[0]].doc_id)
         parts = d.text[1:-1].split(PART_GAP)
-        firsts = _run_starts(passages, status, chunks)
-        assert d.text.startswith("\n") and d.text.endswith("\n") and len(parts) == len(firsts)
-        for body, x in zip(parts, firsts):
+        assert d.text.startswith("\n") and d.text.endswith("\n") and len(parts) == len(passages)
+        for body, x in zip(parts, passages):
             chunk = min((chunks[y] for y in groups[x]), key=lambda c: c.start)
             if status[x].status == "included":
                 rest = xml_view(docs[chunk.doc_id][chunk.start:])
@@ -256,19 +255,6 @@ def check_lean_xml(prompt: str, report, chunks: dict[str, object], docs: dict[st
             else:
                 assert _from_the_named_chunk(body, chunks[x], docs, xml_view)
     return len(elements)
-
-
-def _run_starts(passages: list[str], status: dict, chunks: dict[str, object]) -> list[str]:
-    """The passages that start a run of one lean element's text: a chunk shown whole that overlaps or
-    adjoins the one shown whole before it reads on from it, no gap between (``_fill._joined``)."""
-    firsts: list[str] = []
-    for before, x in zip([None, *passages], passages):
-        a, b = (chunks[before].start, chunks[before].end) if before else (0, -1)
-        reads_on = before is not None and status[before].status == status[x].status == "included" \
-            and a <= chunks[x].start <= b < chunks[x].end
-        if not reads_on:
-            firsts.append(x)
-    return firsts
 
 
 def check_lean_markdown(prompt: str, report, chunks: dict[str, object], docs: dict[str, str], question: str) -> int:
@@ -288,9 +274,8 @@ def check_lean_markdown(prompt: str, report, chunks: dict[str, object], docs: di
     for body, ids in zip(fences, report.citations.values()):
         passages = [x for x in ids if status[x].status in ("included", "truncated")]
         parts = body[:-1].split(PART_GAP)
-        firsts = _run_starts(passages, status, chunks)
-        assert len(parts) == len(firsts)
-        for part, x in zip(parts, firsts):
+        assert len(parts) == len(passages)
+        for part, x in zip(parts, passages):
             firsts = [chunks[y] for y in ids if y == x or status[y].detail == f"merged into {x}"]
             chunk = min(firsts, key=lambda c: c.start)
             assert md_view(docs[chunk.doc_id][chunk.start:]).startswith(part) or _from_the_named_chunk(
