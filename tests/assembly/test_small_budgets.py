@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from assembly.assembly_samples import _documents, _wrapped
-from contextkit.assembly import EvidenceItem, Section, assemble
+from contextkit.assembly import EvidenceItem, Section, _fill, assemble
 from contextkit.assembly._fill import PART_GAP
 
 INSTRUCTIONS = "Answer from the documents only; cite the document id you use."
@@ -271,7 +271,9 @@ class TestTheRoomLeftGoesToTheNextPassage:
         assert statuses == {"harbour.md::1": "included", "market.md::0": "truncated"}
         assert "Edmund Hale in 1204" in prompt  # the sentence that bears on the question
 
-    def test_a_piece_of_the_next_passages_best_sentence_when_no_whole_sentence_fits(self, cl100k):
+    def test_a_piece_of_the_next_passages_best_sentence_when_no_whole_sentence_fits(self, cl100k, monkeypatch):
+        # the best passage kept whole, as when its sentences bear on the question (the test after the next)
+        monkeypatch.setattr(_fill.SectionFill, "share_with_next", lambda *args: None)
         question = "Who founded the Thursday market?"
         budget = self._alone(question) + 22  # room for a tag and a dozen words: no whole sentence of the second
         prompt, report = assemble(_sections(self._items(), question), budget, verify=True, markup="lean")
@@ -279,6 +281,41 @@ class TestTheRoomLeftGoesToTheNextPassage:
         [second] = [i for i in report.items if i.id == "market.md::0"]
         assert second.status == "truncated" and "token boundary" in (second.detail or "")
         assert "The Thursday market, the town's oldest custom" in prompt and "Ferries" not in prompt
+
+    def test_the_best_passage_makes_room_for_the_next_passages_answer(self, cl100k):
+        # the same budget: the first passage holds one sentence on the question ("a market opened every
+        # Thursday") and sentences on nothing it asks; the second's best sentence names the founder. The
+        # first gives up its sentences that bear least on the question and the founder's sentence goes in whole
+        question = "Who founded the Thursday market?"
+        budget = self._alone(question) + 22
+        prompt, report = assemble(_sections(self._items(), question), budget, verify=True, markup="lean")
+        assert cl100k.count(prompt) == report.tokens <= budget
+        [first, second] = [i for i in report.items if i.section == "evidence"]
+        assert (first.id, first.status, second.status) == ("harbour.md::1", "truncated", "truncated")
+        assert "a market opened every Thursday" in prompt  # the first passage's sentence on the question stays
+        assert "The Thursday market, the town's oldest custom, was founded by the abbot Edmund Hale in 1204" in prompt
+        assert "Ferries" not in prompt
+
+    def test_a_best_passage_whose_sentences_bear_on_the_question_stays_whole(self, cl100k):
+        first = EvidenceItem(id="light.md::0", source="light.md", score=0.9, text=(
+            "The lighthouse was designed by Margaret Ellwood in 1887. Its lamp was the first on the coast lit by "
+            "electricity. Its keeper kept a log of every ship that passed."))
+        items = [first, EvidenceItem(id="market.md::0", text=self.FERRY, source="market.md", score=0.8)]
+        question = "Who designed the lighthouse, what lit its lamp, and who kept the log of ships? Who founded the market?"
+        alone = assemble(_sections(items[:1], question), 10_000, markup="lean").report.tokens
+        budget = assemble(_sections(items[:1], question), alone, markup="lean").report.tokens + 22
+        prompt, report = assemble(_sections(items, question), budget, verify=True, markup="lean")
+        assert cl100k.count(prompt) == report.tokens <= budget
+        assert {i.id: i.status for i in report.items if i.section == "evidence"} == {
+            "light.md::0": "included", "market.md::0": "truncated"}
+
+    def test_the_best_passage_is_whole_when_both_fit(self, cl100k):
+        question = "Who founded the Thursday market?"
+        budget = self._alone(question) + 80  # room for the second passage whole
+        prompt, report = assemble(_sections(self._items(), question), budget, verify=True, markup="lean")
+        assert cl100k.count(prompt) == report.tokens <= budget
+        assert {i.id: i.status for i in report.items if i.section == "evidence"} == {
+            "harbour.md::1": "included", "market.md::0": "included"}
 
     def test_a_merged_passage_cut_to_its_own_text_leaves_its_room_to_the_next(self, cl100k):
         # full markup: the best chunk is the middle of a merged run and its tag names the text shown, so the
@@ -330,7 +367,9 @@ class TestTheRoomLeftGoesToTheNextPassage:
         assert report.citations[doc.get("id")] == ["long.md::0", "long.md::1", "long.md::2"]
         assert by_id["long.md::0"].status == "merged" and by_id["long.md::0"].citation == doc.get("id")
 
-    def test_a_sentence_that_shares_nothing_with_the_question_never_takes_the_best_ones_room(self, cl100k):
+    def test_a_sentence_that_shares_nothing_with_the_question_never_takes_the_best_ones_room(self, cl100k,
+                                                                                            monkeypatch):
+        monkeypatch.setattr(_fill.SectionFill, "share_with_next", lambda *args: None)  # first whole, as above
         # the second passage's best sentence does not fit whole, a shorter one that holds no word of the
         # question does: the room goes to the best sentence's first words (XQuAD: "#P is an important
         # complexity class" in place of "Other important complexity classes include BPP, ZPP and RP")
