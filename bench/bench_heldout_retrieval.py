@@ -57,10 +57,12 @@ def log(msg: str) -> None:
 def _sets(args: argparse.Namespace) -> list[tuple[str, Path, str]]:
     """(name, BEIR folder, split) of every set asked for; exit 2 naming what is missing."""
     sets = []
-    if not (args.scifact / "corpus.jsonl").is_file():
-        sys.exit(f"SciFact not found at {args.scifact}: put BEIR's scifact folder there (see ../shared/data/README.md) "
-                 "or pass --scifact DIR")
-    sets.append(("scifact", args.scifact, args.split))
+    if args.scifact is not None:
+        if not (args.scifact / "corpus.jsonl").is_file():
+            print(f"SciFact not found at {args.scifact}: put BEIR's scifact folder there (see ../shared/data/README.md) "
+                  "or pass --scifact DIR (--scifact '' to skip)", file=sys.stderr)
+            sys.exit(2)
+        sets.append(("scifact", args.scifact, args.split))
     if args.xquad is not None:
         if not args.xquad.is_file():
             print(f"XQuAD not found at {args.xquad}: download xquad.en.json from github.com/google-deepmind/xquad "
@@ -210,7 +212,8 @@ def cmd_tune(args: argparse.Namespace) -> dict[str, Any]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("command", nargs="?", default="run", choices=("run", "tune"))
-    ap.add_argument("--scifact", type=Path, default=SCIFACT)
+    ap.add_argument("--scifact", type=lambda s: Path(s) if s else None, default=SCIFACT,
+                    help="SciFact BEIR folder ('' to skip in `run`)")
     ap.add_argument("--split", default="test", help="SciFact qrels split for `run` (default test)")
     ap.add_argument("--xquad", type=lambda s: Path(s) if s else None, default=XQUAD,
                     help="XQuAD SQuAD-format JSON ('' to skip)")
@@ -220,6 +223,8 @@ def main() -> None:
     args = ap.parse_args()
     args.work.mkdir(parents=True, exist_ok=True)
     if args.command == "tune":
+        if args.scifact is None:
+            ap.error("tune needs SciFact (--scifact DIR)")
         result: Any = cmd_tune(args)
     else:
         result = [run_set(name, beir, split, args.work) for name, beir, split in _sets(args)]
