@@ -239,3 +239,55 @@ class TestATightPromptFromAnotherProcess:
                     joined += 1
                     assert text[a:d].strip() in doc.text, (first, second)
         assert joined and "79 characters" in prompt
+
+    HARBOUR = ("# Harbour\n\nThe Thursday market was founded in the town's first century, the chronicles say, though "
+               "they do not say by whom. The harbour town grew around a fishing fleet in the twelfth century. "
+               "Merchants from the coast built warehouses along the quay. The old customs house, later a school, "
+               "still stands beside the church. Its walls are of local grey stone, quarried on the hill behind the "
+               "town. Every Thursday the market still fills the quay, as it has since it was founded.\n")
+    ABBEY = ("# Abbey\n\nThe abbey stood on the hill above the town for four hundred years, and its bells could be "
+             "heard from the islands on a still day. Its monks kept bees, brewed ale for travellers, copied books "
+             "for the bishop and kept the only school for fifty miles. They say the Thursday market, the town's "
+             "oldest custom, was founded by the abbot Edmund Hale in 1204 and gave the stalls their first charter. "
+             "The abbey was dissolved in 1539 and its stones were carried off to build the new quay, the mill and "
+             "half the houses of the high street.\n")
+    MILL = ("# Mill\n\nThe tide mill on the creek ground corn for the town until 1921. Its wheel was turned by the "
+            "ebbing tide, held back behind a dam at high water. The miller's house is now a museum of the town's "
+            "trades.\n")
+
+    @pytest.mark.parametrize("budget", [150, 160])
+    def test_the_best_passage_makes_room_for_the_answer_of_the_next(self, embedder, tmp_path, cl100k, budget):
+        # the passage ranked first (the harbour's: the question's words twice over) fills a 150-token prompt whole
+        # and does not say who founded the market; the abbey's, ranked second, does in one sentence. That sentence
+        # goes in whole (before: "… the Thursday market, the…"), the harbour's sentence on the market stays
+        import subprocess
+        import sys
+        import xml.etree.ElementTree as ET
+
+        from contextkit.ingestion import ingest
+
+        corpus = tmp_path / "town"
+        corpus.mkdir()
+        for name, text in (("harbour.md", self.HARBOUR), ("abbey.md", self.ABBEY), ("mill.md", self.MILL)):
+            (corpus / name).write_text(text, encoding="utf-8")
+        ingest([corpus], tmp_path / "ix", embedder=embedder)
+        (tmp_path / "rules.txt").write_text("Answer from the documents only; cite the document id you use.\n",
+                                            encoding="utf-8")
+        prompt_file, report_file = tmp_path / "prompt.txt", tmp_path / "report.json"
+        done = subprocess.run([sys.executable, "-m", "contextkit", "assemble", "Who founded the Thursday market?",
+                               "--index", str(tmp_path / "ix"), "--budget", str(budget), "--mode", "bm25",
+                               "--instructions", str(tmp_path / "rules.txt"), "--out", str(prompt_file),
+                               "--report", str(report_file), "-q"], capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        prompt = prompt_file.read_text(encoding="utf-8")
+        report = json.loads(report_file.read_text(encoding="utf-8"))
+        assert cl100k.count(prompt) == report["tokens"] <= budget
+        evidence = [i for i in report["items"] if i["section"] == "evidence" and i["status"] != "dropped"]
+        assert [i["id"].rsplit("/", 1)[-1] for i in evidence] == ["harbour.md::0", "abbey.md::0"]
+        assert evidence[0]["status"] == "truncated" and evidence[0]["score"] > evidence[1]["score"]
+        assert "was founded by the abbot Edmund Hale in 1204 and gave the stalls their first charter." in prompt
+        assert "The Thursday market was founded in the town's first century" in prompt
+        for doc in ET.fromstring(f"<prompt>{prompt}</prompt>").findall("document"):
+            source = self.HARBOUR if doc.text.strip().startswith("# Harbour") else self.ABBEY
+            for piece in doc.text.strip().split(" … "):
+                assert piece.removesuffix("…").strip() in source  # verbatim spans of the document shown
