@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from contextkit.assembly._cut_forms import cut_passage
-from contextkit.assembly._prune import ELLIPSIS, GAP, left_out_scores, sentence_scores
+from contextkit.assembly._prune import ELLIPSIS, GAP, best_left_out, sentence_scores
 from contextkit.assembly._states import SUMMARY_ROLE, TAKEN, ItemStatus, Role, SectionStatus
 from contextkit.assembly._tool_cut import task_cut
 from contextkit.assembly.render import Renderer, cut_inside, plain_text
@@ -350,8 +350,8 @@ class SectionFill:
         if need + cost <= room:
             return None
         share = room - cost - self.cut_tag_tokens(e, joins) - 1
-        left_out = left_out_scores(e.body, self.query, share, self.tokenizer)
-        if left_out is None or max(left_out, default=0.0) * SHARE_MARGIN >= scores[best]:
+        given_up = best_left_out(e.body, self.query, share, self.tokenizer)
+        if given_up is None or given_up * SHARE_MARGIN >= scores[best]:
             return None
         return share
 

@@ -22,7 +22,7 @@ from typing import Any
 from contextkit.core.text import split_sentences
 from contextkit.core.tokenizers import Tokenizer
 
-__all__ = ["ELLIPSIS", "GAP", "LEAD", "head_and_tail", "left_out_scores", "prune_to_fit", "question_words",
+__all__ = ["ELLIPSIS", "GAP", "LEAD", "best_left_out", "head_and_tail", "prune_to_fit", "question_words",
            "sentence_scores", "terms"]
 
 GAP = " … "
@@ -119,19 +119,19 @@ def prune_to_fit(body: str, query: str | None, max_tokens: int, tokenizer: Token
     return _join(body, spans, chosen), kept, len(spans)
 
 
-def left_out_scores(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> list[float] | None:
-    """The scores (:func:`sentence_scores`) of the sentences that pruning ``body`` to whole sentences within
-    ``max_tokens`` leaves out, best first as :func:`prune_to_fit` takes them; None when not one fits."""
+def best_left_out(body: str, query: str | None, max_tokens: int, tokenizer: Tokenizer) -> float | None:
+    """The best score (:func:`sentence_scores`; 0.0 when none) among the sentences that pruning ``body`` to whole
+    sentences within ``max_tokens`` leaves out, taken as :func:`prune_to_fit` takes them; None when not one fits."""
     spans = split_sentences(body)
     scores = sentence_scores(body, spans, query)
     counts = tokenizer.count_many([body[a:b] for a, b in spans]) if spans else []
-    left, out, kept = max_tokens, [], 0
+    left, best, kept = max_tokens, 0.0, False
     for i in _ranked(scores):
         if counts[i] + 2 <= left:
-            left, kept = left - counts[i] - 2, kept + 1
+            left, kept = left - counts[i] - 2, True
         else:
-            out.append(scores[i])
-    return out if kept else None
+            best = max(best, scores[i])
+    return best if kept else None
 
 
 def _fits(body: str, spans: list[tuple[int, int]], chosen: dict[int, str], max_tokens: int,
