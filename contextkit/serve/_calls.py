@@ -43,14 +43,16 @@ def run_call(service: IndexService, name: str, arguments: Any, *, transport: str
              audit: AuditLog | None) -> CallOutcome:
     """Run operation ``name`` with ``arguments`` (decoded JSON); never raises for the caller's input."""
     started = time.perf_counter()
-    outcome = _outcome(service, name, arguments)
-    if audit is not None:
-        tokens = service.count(outcome.text) if outcome.ok else None
-        kind = "ok" if outcome.ok else ("failed" if outcome.status >= 500 else "refused")
-        extra = {"generation": outcome.data.get("generation")} if outcome.data else {}
-        audit.record(transport=transport, client=client, operation=name,
-                     arguments=arguments if isinstance(arguments, dict) else None, outcome=kind, started=started,
-                     tokens=tokens, error=None if outcome.ok else outcome.text, status=outcome.status, **extra)
+    with service.one_call():  # the audit's count of the result is the one its limit check made
+        outcome = _outcome(service, name, arguments)
+        if audit is not None:
+            tokens = service.count(outcome.text) if outcome.ok else None
+            kind = "ok" if outcome.ok else ("failed" if outcome.status >= 500 else "refused")
+            extra = {"generation": outcome.data.get("generation")} if outcome.data else {}
+            audit.record(transport=transport, client=client, operation=name,
+                         arguments=arguments if isinstance(arguments, dict) else None, outcome=kind,
+                         started=started, tokens=tokens, error=None if outcome.ok else outcome.text,
+                         status=outcome.status, **extra)
     return outcome
 
 

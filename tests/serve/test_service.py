@@ -195,6 +195,41 @@ def test_a_call_sends_the_json_its_token_limit_was_counted_on(service: IndexServ
         assert cut and all(service.count(text) <= 1_000 and json.loads(text)["omitted"] == 4 for text in cut)
 
 
+@pytest.mark.parametrize("max_tokens", [None, 600])
+def test_an_audited_call_counts_its_result_once(service: IndexService, tmp_path: Path, max_tokens: int | None,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """The limit check and the audit line count the same text: it is tokenized once (a search's ten hits cost
+    about 1 ms to count), and the audit's figure is the count of what was sent."""
+    from contextkit.serve._audit import AuditLog
+    from contextkit.serve._calls import run_call
+
+    counted: list[str] = []
+    real_count = service.tokenizer.count
+
+    def count(text: str) -> int:
+        counted.append(text)
+        return real_count(text)
+
+    monkeypatch.setattr(service.tokenizer, "count", count)
+    monkeypatch.setattr(service, "bytes_bound", False)  # every result counted, as one past the bytes bound is
+    audit = AuditLog(tmp_path / "audit.jsonl")
+    requests = {"search": {"query": QUESTION, "k": 8, "max_tokens": max_tokens},
+                "assemble_context": {"question": QUESTION, "budget": 250, "max_tokens": max_tokens and 2_000}}
+    for name, arguments in requests.items():
+        counted.clear()
+        outcome = run_call(service, name, arguments, transport="test", client="test", audit=audit)
+        assert outcome.ok, outcome.text
+        assert counted.count(outcome.text) == 1, f"{name}: the text sent was tokenized {counted.count(outcome.text)} times"
+        line = json.loads((tmp_path / "audit.jsonl").read_text().splitlines()[-1])
+        assert line["operation"] == name and line["result_tokens"] == real_count(outcome.text)
+        if name == "search" and max_tokens is not None:  # the limit cut the hits: still counted once
+            assert json.loads(outcome.text)["omitted"] > 0
+    counted.clear()  # and nothing is kept from one call to the next: the same call again counts its result again
+    again = run_call(service, "search", requests["search"], transport="test", client="test", audit=audit)
+    assert counted.count(again.text) == 1
+    audit.close()
+
+
 def test_a_redacting_index_masks_the_audit_log_and_the_prompt(tmp_path: Path, embedder) -> None:
     from contextkit import ingest
     from contextkit.serve import ServerState, ServeSettings
