@@ -42,12 +42,21 @@ under load; the server's RSS sampled every second (after warm-up, at the end, th
 the generations served. If the second commit comes late, the run goes on until a few seconds after it
 (the last generation must be served under load too; the duration printed is the real one).
 
+**floor**: what the transports cost when the search costs nothing. One real search's JSON (10 hits)
+is answered at once, with no search, by (a) ``contextkit serve``'s own app (guard, routes, the worker
+thread, the MCP tool) over a service that returns that text, and (b) the ``mcp`` SDK's bare
+``MCPServer`` with one tool that returns it (the least an MCP server built on the SDK does); each in
+its own process on uvicorn as ``serve`` runs it. Timed from the client: the SDK's client over HTTP
+(``mcp-http``), bare JSON-RPC on ``http.client`` (``mcp-raw``) and, for (a), ``httpx`` on
+``/v1/search``. When the latency section ran too, the summary sets the floor beside the room a
+1.3x line leaves over the direct search (0.3 x its p50).
+
 Exit status 1 on an error, a mismatch, an unverifiable answer, an ingest that did not commit, or a
 traceback or error line in a server's log; performance is reported, not asserted.
 
 Run: ``python bench/bench_serve.py`` (3 to 4 minutes on 2 cores: builds an index of the first ``--peps``
-PEPs, then both sections); ``--seconds 20 --clients 30`` is the short version; ``--section latency|load``
-runs one; ``--index DIR`` uses an existing index (never written: the load section copies it);
+PEPs, then the sections); ``--seconds 20 --clients 30`` is the short version; ``--section latency|load|floor``
+runs one (``latency,floor`` two); ``--index DIR`` uses an existing index (never written: the load section copies it);
 ``--json FILE`` keeps the figures.
 """
 
@@ -779,6 +788,147 @@ def print_load(res: dict[str, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- main
+# ---------------------------------------------------------------------------------------------- floor
+def busy_wait(ms: float) -> None:
+    """The CPU kept busy for ``ms`` (a search's time without the search: no memory traffic, no other thread)."""
+    end = time.perf_counter() + ms / 1e3
+    while time.perf_counter() < end:
+        pass
+
+
+def floor_server_main(port: int, kind: str, wait_ms: float, text_file: Path) -> None:
+    """A server process for the floor section: ``ours`` (contextkit serve's app, its service answering
+    ``text_file`` after ``wait_ms`` of busy work, in the worker thread) or ``sdk`` (the SDK's MCPServer, one
+    tool returning it after the same wait, in the event loop: no thread hop)."""
+    text = text_file.read_text(encoding="utf-8")
+    if kind == "ours":
+        from contextkit.serve._http import run_http
+        from contextkit.serve._server import ServerState, ServeSettings
+
+        class Answered:  # IndexService's face, every search answered with ``text``
+            redacts = False
+            data = json.loads(text)
+
+            def answer(self, name: str, request: Any) -> tuple[dict[str, Any], str]:
+                busy_wait(wait_ms)
+                return self.data, text
+
+            def count(self, t: str) -> int:
+                return len(t)
+
+            def one_call(self) -> Any:
+                return contextlib.nullcontext()
+
+            def masked(self, t: str) -> str:
+                return t
+
+            def info(self) -> dict[str, Any]:
+                return {}
+
+            def close(self) -> None:
+                pass
+
+        state = ServerState(ServeSettings(index=text_file, port=port, rate_limit=0), service=Answered())  # type: ignore[arg-type]
+        run_http(state)
+        return
+    import uvicorn
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
+    from mcp_types import CallToolResult, TextContent
+
+    server = MCPServer("floor", log_level="WARNING")
+
+    async def search(query: str, k: int = 10) -> CallToolResult:
+        busy_wait(wait_ms)
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=False)
+
+    # the SDK reads the annotations at run time, and this module's are strings: the types themselves
+    search.__annotations__ = {"query": str, "k": int, "return": CallToolResult}
+    server.tool()(search)
+
+    app = server.streamable_http_app(stateless_http=True, json_response=True, transport_security=
+                                     TransportSecuritySettings(enable_dns_rebinding_protection=False))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+
+
+async def floor_section(index_dir: Path, queries: list[str], k: int, calls: int, warmup: int, wait_ms: float,
+                        workdir: Path) -> dict[str, Any]:
+    from contextkit.serve import IndexService, SearchRequest
+
+    service = IndexService(index_dir)
+    text = service.answer("search", SearchRequest(query=queries[0], k=k))[1]
+    service.close()
+    text_file = workdir / "floor-answer.json"
+    text_file.write_text(text, encoding="utf-8")
+    out: dict[str, Any] = {"answer_bytes": len(text.encode("utf-8")), "wait_ms": wait_ms, "servers": {}}
+    for kind in ("ours", "sdk"):
+        for wait in (0.0, wait_ms):
+            out["servers"][f"{kind}:{wait:g}"] = await _floor_server(kind, wait, text_file, queries, k, calls,
+                                                                       warmup, workdir)
+    return out
+
+
+async def _floor_server(kind: str, wait_ms: float, text_file: Path, queries: list[str], k: int, calls: int,
+                        warmup: int, workdir: Path) -> dict[str, Any]:
+    """p50/p95 per path against one floor server (``kind``), every answer checked against the text sent."""
+    import httpx
+    from mcp import Client
+
+    expected = json.loads(text_file.read_text(encoding="utf-8"))
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_path = workdir / f"floor-{kind}.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([sys.executable, __file__, "--floor-server", f"{port}:{kind}:{wait_ms}:{text_file}"],
+                            env=env(), stdout=subprocess.DEVNULL, stderr=log)
+    try:
+        t0 = time.perf_counter()
+        while True:
+            if proc.poll() is not None or time.perf_counter() - t0 > 120:
+                raise SystemExit(f"the floor server ({kind}) did not start: {log_path.read_text()[-1500:]}")
+            with contextlib.suppress(httpx.TransportError):
+                httpx.post(base + "/mcp", timeout=2)
+                break
+            time.sleep(0.3)
+        ms: dict[str, list[float]] = {}
+        async with Client(base + "/mcp") as mcp_http, httpx.AsyncClient(base_url=base, timeout=60) as http:
+            raw = RawMcp(base)
+
+            async def call(path: str, q: str) -> dict[str, Any]:
+                if path == "mcp-http":
+                    return await mcp_search(mcp_http, q, k, "hybrid")
+                if path == "mcp-raw":
+                    return raw.search(q, k)
+                return await json_search(http, q, k, "hybrid")
+
+            paths = ("mcp-http", "mcp-raw", "http-json") if kind == "ours" else ("mcp-http", "mcp-raw")
+            for i in range(warmup + calls):
+                for path in paths:
+                    t = time.perf_counter()
+                    got = await call(path, queries[i % len(queries)])
+                    if i >= warmup:
+                        ms.setdefault(path, []).append((time.perf_counter() - t) * 1e3)
+                    if got != expected:
+                        raise SystemExit(f"floor {kind} {path}: a different answer came back")
+        return {p: {"p50_ms": pct(v, 50), "p95_ms": pct(v, 95), "n": len(v)} for p, v in ms.items()}
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+
+
+def print_floor(res: dict[str, Any]) -> None:
+    print(f"\n== floor: a search's answer ({res['answer_bytes']:,} bytes) sent back at once, or after "
+          f"{res['wait_ms']:g} ms of busy work (no search) ==")
+    names = {"ours": "contextkit serve's app", "sdk": "the SDK's MCPServer, one tool"}
+    for key, rows in res["servers"].items():
+        kind, wait = key.split(":")
+        label = f"{names[kind]}, wait {float(wait):g} ms"
+        cells = ", ".join(f"{p} p50 {r['p50_ms']:.2f} (+{r['p50_ms'] - float(wait):.2f})" for p, r in rows.items())
+        print(f"{label:<42} {cells}")
+    print("(+: over the wait. The SDK's server runs its tool in the event loop, ours in a worker thread.)")
+
+
 def print_summary(res: dict[str, Any]) -> None:
     print("\n== summary ==")
     lat, load = res.get("latency"), res.get("load")
@@ -792,6 +942,13 @@ def print_summary(res: dict[str, Any]) -> None:
             print(f"search p50 {p:<12} / search_index (the call the issue names, index opened per call): "
                   f"{lat['latency'][p]['p50_ms'] / named:.2f}x")
         print(f"latency answers: errors {lat['errors']}, mismatches {lat['mismatches']}")
+    if res.get("floor"):
+        wait = res["floor"]["wait_ms"]
+        for key, rows in res["floor"]["servers"].items():
+            if key.endswith(":0") or not wait:
+                continue
+            print(f"floor ({key.split(':')[0]}): a server that only works {wait:g} ms answers in "
+                  + ", ".join(f"{p} {r['p50_ms'] / wait:.2f}x" for p, r in rows.items()) + " that time")
     if load:
         r = load["rss_mb"]
         print(f"load: {load['clients']} clients, {load['wall_s']:.0f} s, {load['served']:,} served "
@@ -815,7 +972,7 @@ def failed(res: dict[str, Any]) -> list[str]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--section", choices=("latency", "load", "all"), default="all")
+    ap.add_argument("--section", default="all", help="latency, load or floor, several with commas, or all")
     ap.add_argument("--index", type=Path, help="an existing index (default: build one from the first --peps PEPs)")
     ap.add_argument("--peps", type=int, default=30, help="PEP files for the default index")
     ap.add_argument("--queries", type=int, default=100, help="seeded queries (latency rounds; the load's query set)")
@@ -827,10 +984,21 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--atol", type=float, default=1e-4, help="largest score difference taken as equal")
     ap.add_argument("--json", type=Path, help="write the figures here")
+    ap.add_argument("--floor-calls", type=int, default=300, help="calls per path in the floor section")
+    ap.add_argument("--floor-wait-ms", type=float, default=7.0,
+                    help="the floor servers' busy wait (a search's time) when the latency section does not run")
     ap.add_argument("--driver", type=Path, help=argparse.SUPPRESS)
+    ap.add_argument("--floor-server", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    sections = {"latency", "load", "floor"} if args.section == "all" else set(args.section.split(","))
+    if not sections <= {"latency", "load", "floor"}:
+        ap.error(f"--section: latency, load, floor or all, not {args.section!r}")
     if args.driver is not None:
         driver_main(args.driver)
+        return
+    if args.floor_server is not None:
+        port, kind, wait, text_file = args.floor_server.split(":", 3)
+        floor_server_main(int(port), kind, float(wait), Path(text_file))
         return
 
     res: dict[str, Any] = {"cpus": os.cpu_count(), "uvicorn": uvicorn_parts()}
@@ -845,10 +1013,15 @@ def main() -> None:
             index_dir = args.index
         queries = make_queries(index_dir, args.queries, args.seed)
         res["index"] = str(args.index or f"first {args.peps} PEPs (built)")
-        if args.section in ("latency", "all"):
+        if "latency" in sections:
             res["latency"] = asyncio.run(latency_section(index_dir, queries, args.k, args.warmup, args.atol, workdir))
             print_latency(res["latency"])
-        if args.section in ("load", "all"):
+        if "floor" in sections:
+            wait = res["latency"]["latency"]["direct"]["p50_ms"] if "latency" in res else args.floor_wait_ms
+            res["floor"] = asyncio.run(floor_section(index_dir, queries, args.k, args.floor_calls, args.warmup,
+                                                     round(wait, 1), workdir))
+            print_floor(res["floor"])
+        if "load" in sections:
             res["load"] = load_section(index_dir, corpus, queries, args, workdir)
             print_load(res["load"])
     res["total_s"] = time.perf_counter() - t_start
