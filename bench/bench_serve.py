@@ -43,13 +43,14 @@ the generations served. If the second commit comes late, the run goes on until a
 (the last generation must be served under load too; the duration printed is the real one).
 
 **floor**: what the transports cost when the search costs nothing. One real search's JSON (10 hits)
-is answered at once, with no search, by (a) ``contextkit serve``'s own app (guard, routes, the worker
-thread, the MCP tool) over a service that returns that text, and (b) the ``mcp`` SDK's bare
-``MCPServer`` with one tool that returns it (the least an MCP server built on the SDK does); each in
-its own process on uvicorn as ``serve`` runs it. Timed from the client: the SDK's client over HTTP
-(``mcp-http``), bare JSON-RPC on ``http.client`` (``mcp-raw``) and, for (a), ``httpx`` on
-``/v1/search``. When the latency section ran too, the summary sets the floor beside the room a
-1.3x line leaves over the direct search (0.3 x its p50).
+is sent back with no search, at once and after a busy wait as long as a search (the direct path's p50
+when the latency section ran in the same command, else ``--floor-wait-ms``), by (a) ``contextkit
+serve``'s own app (guard, routes, the worker thread, the MCP tool) over a service that returns that
+text, and (b) the ``mcp`` SDK's bare ``MCPServer`` with one tool that returns it, waiting in the event
+loop (the least an MCP server built on the SDK does); each in its own process on uvicorn as ``serve``
+runs it. Timed from the client: the SDK's client over HTTP (``mcp-http``), bare JSON-RPC on
+``http.client`` (``mcp-raw``) and, for (a), ``httpx`` on ``/v1/search``. The summary gives each path's
+p50 over the wait: the least any such server reaches against a search that takes that long.
 
 Exit status 1 on an error, a mismatch, an unverifiable answer, an ingest that did not commit, or a
 traceback or error line in a server's log; performance is reported, not asserted.
@@ -813,14 +814,8 @@ def floor_server_main(port: int, kind: str, wait_ms: float, text_file: Path) -> 
                 busy_wait(wait_ms)
                 return self.data, text
 
-            def count(self, t: str) -> int:
-                return len(t)
-
             def one_call(self) -> Any:
                 return contextlib.nullcontext()
-
-            def masked(self, t: str) -> str:
-                return t
 
             def info(self) -> dict[str, Any]:
                 return {}
@@ -877,7 +872,7 @@ async def _floor_server(kind: str, wait_ms: float, text_file: Path, queries: lis
     expected = json.loads(text_file.read_text(encoding="utf-8"))
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    log_path = workdir / f"floor-{kind}.log"
+    log_path = workdir / f"floor-{kind}-{wait_ms:g}ms.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([sys.executable, __file__, "--floor-server", f"{port}:{kind}:{wait_ms}:{text_file}"],
                             env=env(), stdout=subprocess.DEVNULL, stderr=log)
