@@ -166,6 +166,7 @@ def test_every_call_is_in_the_audit_log_without_the_documents_text(http_server: 
     marker = "audit marker question about budgets"
     post(base, "search", {"query": marker, "k": 2})
     post(base, "search", {"query": marker, "kk": 2})
+    post(base, "search", {"query": marker}, headers={"host": "evil.example"})  # the guard refuses it (403)
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     mine = [line for line in lines if line["arguments"].get("query") == marker]
     assert [line["outcome"] for line in mine] == ["ok", "refused"]
@@ -176,6 +177,27 @@ def test_every_call_is_in_the_audit_log_without_the_documents_text(http_server: 
     assert all("text" not in line and "hits" not in line for line in lines)
     assert any(line["operation"] == "POST /v1/search" and line["status"] == 403 for line in lines)  # the guard's
 
+
+
+@pytest.mark.parametrize("name, body", [
+    ("search", {"query": "audit tokens: the 2 budgets of 1,500 and 150 tokens", "k": 8}),
+    ("search", {"query": "audit tokens: the 2 budgets of 1,500 and 150 tokens", "k": 8, "max_tokens": 400}),
+    ("assemble_context", {"question": "audit tokens: how are 3 instructions kept at 150 tokens?", "budget": 300}),
+])
+def test_the_audit_line_counts_the_tokens_the_client_received(http_server: tuple[str, Path, Path], name: str,
+                                                              body: dict[str, object]) -> None:
+    from contextkit.core.tokenizers import get_tokenizer
+
+    base, audit, _ = http_server
+    response = post(base, name, body)
+    assert response.status_code == 200, response.text[:300]
+    tokenizer = get_tokenizer(httpx.get(f"{base}/v1/info", timeout=60).json()["tokenizer"])
+    field = "query" if name == "search" else "question"
+    line = [json.loads(line) for line in audit.read_text().splitlines()
+            if json.loads(line)["arguments"].get(field) == body[field]][-1]
+    assert line["outcome"] == "ok" and line["result_tokens"] == tokenizer.count(response.text)
+    if "max_tokens" in body:  # cut to the limit (counted while cutting): the figure is still what was sent
+        assert response.json()["omitted"] > 0 and line["result_tokens"] <= 400
 
 @pytest.fixture(scope="module")
 def guarded(serve_index: Path, tmp_path_factory: pytest.TempPathFactory):
